@@ -1,0 +1,373 @@
+"""Reference for the amd-mixed-mla task: inputs, quantizers, reference kernel and check.
+
+Interchangeable with the leaderboard's reference.py (generate_input, ref_kernel,
+check_implementation), and runnable without aiter and without a GPU:
+
+* generate_input builds the leaderboard's layout: bf16 KV as the source of truth, its fp8
+  per-tensor quantization and its MXFP4 ("even" rounding) quantization, on the GPU when
+  there is one and on the CPU otherwise. Extras for tests: the scale layout ("padded" as
+  the runner's aiter leaves it, or "trimmed"), arbitrary bytes in the scale padding, and
+  per-sequence KV lengths.
+* ref_kernel runs aiter's a8w8 decode exactly as the runner does when aiter imports on a
+  ROCm GPU, and otherwise a torch emulation of the same math.
+* exact_attention is float32 attention over any of the three KV formats; a kernel is
+  judged against it on the same quantized data it reads.
+"""
+import math
+
+import torch
+
+from task import input_t, output_t
+from utils import get_device, verbose_allclose
+
+NUM_HEADS = 16
+NUM_KV_HEADS = 1
+KV_LORA_RANK = 512
+QK_ROPE_HEAD_DIM = 64
+QK_HEAD_DIM = KV_LORA_RANK + QK_ROPE_HEAD_DIM  # 576
+V_HEAD_DIM = KV_LORA_RANK  # 512
+SM_SCALE = 1.0 / math.sqrt(QK_HEAD_DIM)
+
+MXFP4_BLOCK = 32  # elements sharing one e8m0 scale
+MXFP4_SCALE_COLS = QK_HEAD_DIM // MXFP4_BLOCK  # 18 meaningful scale columns
+PADDED_SCALE_ROWS = 256  # the runner's scale buffer pads rows to a multiple of this ...
+PADDED_SCALE_COLS = 24  # ... and has this many columns
+SCALE_LAYOUTS = ("padded", "trimmed")
+
+# The runner's rule (see ../shared/notes/leaderboard.md) and the README's stricter numbers,
+# reported for information only: MXFP4 KV cannot meet them on short sequences.
+CHECK_RTOL = CHECK_ATOL = 1e-1
+CHECK_MAX_MISMATCH_RATIO = 0.05
+README_RTOL, README_ATOL = 2e-2, 8e-3
+
+E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # magnitude codes 0..7; bit 3 = sign
+
+HAS_TORCH_FP4 = hasattr(torch, "float4_e2m1fn_x2")
+HAS_TORCH_E8M0 = hasattr(torch, "float8_e8m0fnu")
+PACKED_DTYPE = torch.float4_e2m1fn_x2 if HAS_TORCH_FP4 else torch.uint8
+SCALE_DTYPE = torch.float8_e8m0fnu if HAS_TORCH_E8M0 else torch.uint8
+
+
+def fp8_dtype(device: torch.device | None = None) -> torch.dtype:
+    """The platform fp8: e4m3fnuz on gfx942 (MI300), e4m3fn everywhere else (MI355X too)."""
+    device = device or get_device()
+    if device.type == "cuda" and torch.version.hip:
+        arch = torch.cuda.get_device_properties(device).gcnArchName
+        if "gfx942" in arch:
+            return torch.float8_e4m3fnuz
+    return torch.float8_e4m3fn
+
+
+# ---------------------------------------------------------------------------------------
+# Quantizers
+# ---------------------------------------------------------------------------------------
+
+def quantize_fp8(tensor: torch.Tensor, dtype: torch.dtype | None = None):
+    """Per-tensor fp8 quantization, in the input's dtype as the runner does it.
+
+    scale = amax(|x|) / finfo.max (for bf16 input: rounded to bf16), q = clamp(x / scale)
+    cast to fp8. Returns (q, scale as float32 of shape (1,)); x ~= q * scale.
+    """
+    dtype = dtype or fp8_dtype(tensor.device)
+    finfo = torch.finfo(dtype)
+    amax = tensor.abs().amax().clamp(min=1e-12)
+    scale = amax / finfo.max
+    quantized = (tensor / scale).clamp(min=finfo.min, max=finfo.max).to(dtype)
+    return quantized, scale.to(torch.float32).reshape(1)
+
+
+def _e2m1_codes(scaled: torch.Tensor) -> torch.Tensor:
+    """float32 values (already divided by their block scale) -> 4-bit e2m1 codes (int64).
+
+    Keeps two exponent bits and one mantissa bit of the float32 pattern and rounds on the
+    next dropped mantissa bit alone, halves away from zero; |x| < 1 is shifted into the
+    denormal code 1 (0.5); magnitudes beyond 6 saturate at code 7.
+    """
+    bits = scaled.contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    sign = (bits >> 31) & 1
+    exponent = (bits >> 23) & 0xFF
+    mantissa = bits & 0x7FFFFF
+    # |x| < 1: make the implicit one explicit and shift it down to the denormal position
+    # (shifts of 32 or more give 0, as the intended arithmetic).
+    shift = (126 - exponent).clamp(min=0, max=31)
+    mantissa = torch.where(exponent < 127, (0x400000 | (mantissa >> 1)) >> shift, mantissa)
+    exponent = exponent.clamp(min=126) - 126
+    magnitude = ((((exponent << 2) | (mantissa >> 21)) + 1) >> 1).clamp(max=7)
+    return (sign << 3) | magnitude
+
+
+def quantize_mxfp4(tensor: torch.Tensor):
+    """MXFP4 quantization with the runner's "even" rule, in vectorized torch.
+
+    tensor: (rows, cols) with cols a multiple of 32 (any float dtype; computed in float32).
+    Per block of 32: amax; add 0x200000 to its float32 bits and keep sign+exponent; the
+    block exponent is floor(log2(that)) - 2, clamped to [-127, 127], stored as byte e+127;
+    elements are x * 2^-e encoded by _e2m1_codes. Two codes per byte, even index in the
+    low nibble.
+    Returns (packed uint8 (rows, cols // 2), scales uint8 (rows, cols // 32)).
+    """
+    rows, cols = tensor.shape
+    if cols % MXFP4_BLOCK:
+        raise ValueError(f"quantize_mxfp4: cols must be a multiple of 32, got {cols}")
+    blocks = tensor.to(torch.float32).reshape(rows, cols // MXFP4_BLOCK, MXFP4_BLOCK)
+    amax = blocks.abs().amax(dim=-1)
+    amax_bits = (amax.view(torch.int32).to(torch.int64) + 0x200000) & 0xFF800000
+    amax_rounded = amax_bits.to(torch.int32).view(torch.float32)  # bits < 2^31: no wrap
+    exponent = (torch.floor(torch.log2(amax_rounded)) - 2).clamp(min=-127, max=127)
+    scaled = blocks * torch.exp2(-exponent).unsqueeze(-1)
+    codes = _e2m1_codes(scaled).reshape(rows, cols // 2, 2)
+    packed = (codes[..., 0] | (codes[..., 1] << 4)).to(torch.uint8)
+    scales = (exponent + 127).to(torch.uint8)
+    return packed, scales
+
+
+def dequantize_mxfp4(packed: torch.Tensor, scales: torch.Tensor, rows: int | None = None) -> torch.Tensor:
+    """(rows, cols/2) packed e2m1 + (>= rows, >= cols/32) e8m0 scales -> float32 (rows, cols).
+
+    Accepts the torch fp4/e8m0 dtypes or uint8, and padded scale buffers (only the
+    meaningful [:rows, :cols/32] part is read). A scale byte 0xFF is NaN, as in e8m0.
+    """
+    packed_u8 = packed.view(torch.uint8)
+    rows = packed_u8.shape[0] if rows is None else rows
+    packed_u8 = packed_u8.reshape(packed_u8.shape[0], -1)[:rows]
+    cols = packed_u8.shape[1] * 2
+    scales_u8 = scales.view(torch.uint8)[:rows, : cols // MXFP4_BLOCK].to(torch.int32)
+    table = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=packed_u8.device)
+    codes = torch.stack((packed_u8 & 0xF, packed_u8 >> 4), dim=-1).reshape(rows, cols).long()
+    values = table[codes & 7] * torch.where(codes >= 8, -1.0, 1.0)
+    block_scale = torch.exp2((scales_u8 - 127).to(torch.float32))
+    block_scale = torch.where(scales_u8 == 255, float("nan"), block_scale)
+    return (values.reshape(rows, -1, MXFP4_BLOCK) * block_scale.unsqueeze(-1)).reshape(rows, cols)
+
+
+def layout_mxfp4_scales(scales: torch.Tensor, layout: str = "padded", padding=None,
+                        generator: torch.Generator | None = None) -> torch.Tensor:
+    """Place (rows, 18) uint8 scales in the runner's layout.
+
+    layout "padded": a (ceil(rows/256)*256, 24) buffer, [:rows, :18] meaningful; the rest
+    holds `padding`: None = zero bytes (what the runner's quantizer leaves), an int = that
+    byte everywhere (0xFF is NaN in e8m0), "random" = random bytes from `generator`.
+    layout "trimmed": (rows, 18) contiguous.
+    """
+    if layout not in SCALE_LAYOUTS:
+        raise ValueError(f"scale layout must be one of {SCALE_LAYOUTS}, got {layout!r}")
+    if layout == "trimmed":
+        return scales.contiguous()
+    rows = scales.shape[0]
+    padded_rows = -(-rows // PADDED_SCALE_ROWS) * PADDED_SCALE_ROWS
+    shape = (padded_rows, PADDED_SCALE_COLS)
+    if padding is None:
+        buffer = torch.zeros(shape, dtype=torch.uint8, device=scales.device)
+    elif padding == "random":
+        buffer = torch.randint(0, 256, shape, dtype=torch.uint8, device=scales.device,
+                               generator=generator)
+    else:
+        buffer = torch.full(shape, int(padding), dtype=torch.uint8, device=scales.device)
+    buffer[:rows, : scales.shape[1]] = scales
+    return buffer
+
+
+# ---------------------------------------------------------------------------------------
+# Inputs
+# ---------------------------------------------------------------------------------------
+
+def make_config(batch_size: int, q_seq_len: int, kv_seq_len: int) -> dict:
+    return {
+        "batch_size": batch_size,
+        "num_heads": NUM_HEADS,
+        "num_kv_heads": NUM_KV_HEADS,
+        "qk_head_dim": QK_HEAD_DIM,
+        "kv_lora_rank": KV_LORA_RANK,
+        "qk_rope_head_dim": QK_ROPE_HEAD_DIM,
+        "v_head_dim": V_HEAD_DIM,
+        "q_seq_len": q_seq_len,
+        "kv_seq_len": kv_seq_len,
+        "sm_scale": SM_SCALE,
+    }
+
+
+def generate_input(batchsize: int, qseqlen: int, kvseqlen: int, seed: int,
+                   scale_layout: str = "padded", scale_padding=None,
+                   kv_lens: list[int] | None = None, device: torch.device | None = None) -> input_t:
+    """The leaderboard's input tuple (q, kv_data, qo_indptr, kv_indptr, config).
+
+    q ~ N(0, 1) bf16 (batchsize * qseqlen, 16, 576); KV ~ N(0, 1) bf16 (total_kv, 1, 576)
+    with its fp8 and MXFP4 forms. `kv_lens` (one length per sequence) gives variable
+    lengths; kv_indptr follows it and config["kv_seq_len"] is its maximum.
+    """
+    device = device or get_device()
+    if kv_lens is None:
+        kv_lens = [kvseqlen] * batchsize
+    elif len(kv_lens) != batchsize:
+        raise ValueError(f"kv_lens has {len(kv_lens)} entries for batchsize {batchsize}")
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    total_q = batchsize * qseqlen
+    total_kv = sum(kv_lens)
+    q = torch.randn((total_q, NUM_HEADS, QK_HEAD_DIM), dtype=torch.bfloat16, device=device,
+                    generator=gen)
+    kv_bf16 = torch.randn((total_kv, NUM_KV_HEADS, QK_HEAD_DIM), dtype=torch.bfloat16,
+                          device=device, generator=gen)
+    kv_fp8, kv_fp8_scale = quantize_fp8(kv_bf16)
+    packed, scales = quantize_mxfp4(kv_bf16.reshape(total_kv, QK_HEAD_DIM))
+    scales = layout_mxfp4_scales(scales, scale_layout, scale_padding, gen)
+    kv_data = {
+        "bf16": kv_bf16,
+        "fp8": (kv_fp8, kv_fp8_scale),
+        "mxfp4": (packed.view(PACKED_DTYPE).reshape(total_kv, NUM_KV_HEADS, QK_HEAD_DIM // 2),
+                  scales.view(SCALE_DTYPE)),
+    }
+    qo_indptr = torch.arange(batchsize + 1, dtype=torch.int32, device=device) * qseqlen
+    kv_indptr = torch.zeros(batchsize + 1, dtype=torch.int32)
+    kv_indptr[1:] = torch.cumsum(torch.tensor(kv_lens, dtype=torch.int64), 0).to(torch.int32)
+    config = make_config(batchsize, qseqlen, max(kv_lens) if kv_lens else 0)
+    return q, kv_data, qo_indptr, kv_indptr.to(device), config
+
+
+# ---------------------------------------------------------------------------------------
+# Attention in float32
+# ---------------------------------------------------------------------------------------
+
+def dequantize_kv(kv_data: dict, kv_format: str) -> torch.Tensor:
+    """The KV cache of one format as float32 (total_kv, 576)."""
+    if kv_format == "bf16":
+        kv = kv_data["bf16"]
+        return kv.reshape(kv.shape[0], -1).to(torch.float32)
+    if kv_format == "fp8":
+        kv, scale = kv_data["fp8"]
+        return kv.reshape(kv.shape[0], -1).to(torch.float32) * scale.to(torch.float32)
+    if kv_format == "mxfp4":
+        packed, scales = kv_data["mxfp4"]
+        return dequantize_mxfp4(packed.reshape(packed.shape[0], -1), scales)
+    raise ValueError(f"kv_format must be 'bf16', 'fp8' or 'mxfp4', got {kv_format!r}")
+
+
+def attention_fp32(q: torch.Tensor, kv: torch.Tensor, qo_indptr: torch.Tensor,
+                   kv_indptr: torch.Tensor, sm_scale: float) -> torch.Tensor:
+    """Exact float32 attention per segment: keys are kv's 576 dims, values its first 512.
+
+    q (total_q, H, 576) float32, kv (total_kv, 576) float32 -> (total_q, H, 512) float32.
+    Query rows of segment b attend to all KV rows of segment b (decode: no causal mask);
+    an empty KV segment gives zeros.
+    """
+    qo = qo_indptr.tolist()
+    kvp = kv_indptr.tolist()
+    batch = len(kvp) - 1
+    q_lens = {qo[b + 1] - qo[b] for b in range(batch)}
+    kv_lens = {kvp[b + 1] - kvp[b] for b in range(batch)}
+    out = torch.zeros(q.shape[0], q.shape[1], V_HEAD_DIM, dtype=torch.float32, device=q.device)
+    if len(q_lens) == 1 and len(kv_lens) == 1 and qo[0] == 0 and kvp[0] == 0 and min(kv_lens) > 0:
+        q_len, kv_len = q_lens.pop(), kv_lens.pop()
+        qb = q[: batch * q_len].reshape(batch, q_len * q.shape[1], -1)
+        kvb = kv[: batch * kv_len].reshape(batch, kv_len, -1)
+        probs = torch.softmax(torch.bmm(qb, kvb.transpose(1, 2)) * sm_scale, dim=-1)
+        out[: batch * q_len] = torch.bmm(probs, kvb[..., :V_HEAD_DIM]).reshape(batch * q_len, q.shape[1], -1)
+        return out
+    for b in range(batch):
+        if kvp[b + 1] <= kvp[b]:
+            continue
+        keys = kv[kvp[b]: kvp[b + 1]]
+        scores = torch.einsum("qhd,kd->qhk", q[qo[b]: qo[b + 1]], keys) * sm_scale
+        out[qo[b]: qo[b + 1]] = torch.einsum("qhk,kd->qhd", torch.softmax(scores, dim=-1),
+                                             keys[:, :V_HEAD_DIM])
+    return out
+
+
+def exact_attention(data: input_t, kv_format: str = "mxfp4") -> torch.Tensor:
+    """Float32 attention on the dequantized KV of one format (what a kernel is judged on)."""
+    q, kv_data, qo_indptr, kv_indptr, config = data
+    return attention_fp32(q.to(torch.float32), dequantize_kv(kv_data, kv_format), qo_indptr,
+                          kv_indptr, config["sm_scale"])
+
+
+# ---------------------------------------------------------------------------------------
+# Reference kernel
+# ---------------------------------------------------------------------------------------
+
+def _load_aiter():
+    """aiter's decode entry points, or None where they cannot run (no ROCm GPU, no aiter)."""
+    if not (torch.cuda.is_available() and torch.version.hip):
+        return None
+    try:
+        from aiter import get_mla_metadata_info_v1, get_mla_metadata_v1
+        from aiter.mla import mla_decode_fwd
+    except ImportError:
+        return None
+    return mla_decode_fwd, get_mla_metadata_info_v1, get_mla_metadata_v1
+
+
+AITER_NUM_KV_SPLITS = 32
+
+
+def _aiter_a8w8(data: input_t, aiter_fns) -> torch.Tensor:
+    """The runner's reference: fp8 Q + fp8 KV through aiter's persistent decode."""
+    mla_decode_fwd, metadata_info, metadata_fill = aiter_fns
+    q, kv_data, qo_indptr, kv_indptr, config = data
+    batch, q_len = config["batch_size"], config["q_seq_len"]
+    q8, q_scale = quantize_fp8(q)
+    kv8, kv_scale = kv_data["fp8"]
+    total_kv = kv8.shape[0]
+    kv_last_page_len = (kv_indptr[1:] - kv_indptr[:-1]).to(torch.int32)
+    info = metadata_info(batch, q_len, NUM_HEADS, q8.dtype, kv8.dtype, is_sparse=False,
+                         fast_mode=False, num_kv_splits=AITER_NUM_KV_SPLITS, intra_batch_mode=True)
+    (work_meta_data, work_indptr, work_info_set, reduce_indptr, reduce_final_map,
+     reduce_partial_map) = [torch.empty(shape, dtype=dtype, device=q.device) for shape, dtype in info]
+    metadata_fill(qo_indptr, kv_indptr, kv_last_page_len, NUM_HEADS // NUM_KV_HEADS, NUM_KV_HEADS,
+                  True, work_meta_data, work_info_set, work_indptr, reduce_indptr,
+                  reduce_final_map, reduce_partial_map, page_size=1, kv_granularity=16,
+                  max_seqlen_qo=q_len, uni_seqlen_qo=q_len, fast_mode=False,
+                  max_split_per_batch=AITER_NUM_KV_SPLITS, intra_batch_mode=True,
+                  dtype_q=q8.dtype, dtype_kv=kv8.dtype)
+    out = torch.empty((q.shape[0], NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=q.device)
+    mla_decode_fwd(q8.view(-1, NUM_HEADS, QK_HEAD_DIM), kv8.view(total_kv, 1, NUM_KV_HEADS, QK_HEAD_DIM),
+                   out, qo_indptr, kv_indptr,
+                   torch.arange(total_kv, dtype=torch.int32, device=q.device), kv_last_page_len,
+                   q_len, page_size=1, nhead_kv=NUM_KV_HEADS, sm_scale=config["sm_scale"],
+                   logit_cap=0.0, num_kv_splits=AITER_NUM_KV_SPLITS, q_scale=q_scale,
+                   kv_scale=kv_scale, intra_batch_mode=True, work_meta_data=work_meta_data,
+                   work_indptr=work_indptr, work_info_set=work_info_set,
+                   reduce_indptr=reduce_indptr, reduce_final_map=reduce_final_map,
+                   reduce_partial_map=reduce_partial_map)
+    return out
+
+
+def emulated_a8w8(data: input_t) -> torch.Tensor:
+    """The a8w8 math in torch: Q to fp8 per tensor, fp8 KV times its scale, float32 attention."""
+    q, kv_data, qo_indptr, kv_indptr, config = data
+    q8, q_scale = quantize_fp8(q)
+    q_deq = q8.to(torch.float32) * q_scale
+    out = attention_fp32(q_deq, dequantize_kv(kv_data, "fp8"), qo_indptr, kv_indptr, config["sm_scale"])
+    return out.to(torch.bfloat16)
+
+
+_AITER = None
+
+
+def ref_kernel(data: input_t) -> output_t:
+    """aiter a8w8 where it runs (ROCm + aiter), else its torch emulation."""
+    global _AITER
+    if _AITER is None:
+        _AITER = _load_aiter() or False
+    if _AITER:
+        return _aiter_a8w8(data, _AITER)
+    return emulated_a8w8(data)
+
+
+def check_implementation(data: input_t, output: output_t) -> tuple[bool, str]:
+    """The runner's rule: |out - ref| <= 0.1 + 0.1 |ref| on at least 95% of the elements.
+
+    The message gives the maximum error, the mismatch ratio, the first mismatches, and for
+    information the ratio outside the README's rtol 2e-2 / atol 8e-3.
+    """
+    expected = ref_kernel(data)
+    if not isinstance(output, torch.Tensor):
+        return False, f"output must be a torch.Tensor, got {type(output).__name__}"
+    if output.dtype != torch.bfloat16:
+        return False, f"output dtype must be torch.bfloat16, got {output.dtype}"
+    good, lines = verbose_allclose(output, expected, rtol=CHECK_RTOL, atol=CHECK_ATOL,
+                                   max_mismatch_ratio=CHECK_MAX_MISMATCH_RATIO)
+    if output.shape == expected.shape:
+        diff = (output.float() - expected.float()).abs()
+        outside = (diff > README_ATOL + README_RTOL * expected.float().abs()).float().mean().item()
+        lines.append(f"(info) outside README rtol {README_RTOL}/atol {README_ATOL}: {outside:.2%}")
+    return good, "; ".join(lines)
