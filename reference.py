@@ -83,7 +83,7 @@ def _e2m1_codes(scaled: torch.Tensor) -> torch.Tensor:
     next dropped mantissa bit alone, halves away from zero; |x| < 1 is shifted into the
     denormal code 1 (0.5); magnitudes beyond 6 saturate at code 7.
     """
-    bits = scaled.contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    bits = scaled.contiguous().view(torch.int32)  # int32 arithmetic: masks undo sign extension
     sign = (bits >> 31) & 1
     exponent = (bits >> 23) & 0xFF
     mantissa = bits & 0x7FFFFF
@@ -111,8 +111,8 @@ def quantize_mxfp4(tensor: torch.Tensor):
         raise ValueError(f"quantize_mxfp4: cols must be a multiple of 32, got {cols}")
     blocks = tensor.to(torch.float32).reshape(rows, cols // MXFP4_BLOCK, MXFP4_BLOCK)
     amax = blocks.abs().amax(dim=-1)
-    amax_bits = (amax.view(torch.int32).to(torch.int64) + 0x200000) & 0xFF800000
-    amax_rounded = amax_bits.to(torch.int32).view(torch.float32)  # bits < 2^31: no wrap
+    amax_bits = (amax.view(torch.int32) + 0x200000) & 0x7F800000  # |amax|: the sign bit is 0
+    amax_rounded = amax_bits.view(torch.float32)
     exponent = (torch.floor(torch.log2(amax_rounded)) - 2).clamp(min=-127, max=127)
     scaled = blocks * torch.exp2(-exponent).unsqueeze(-1)
     codes = _e2m1_codes(scaled).reshape(rows, cols // 2, 2)

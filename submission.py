@@ -24,6 +24,7 @@ import sys
 import warnings
 import weakref
 from collections import OrderedDict
+from typing import NamedTuple
 
 import torch
 import triton
@@ -152,7 +153,7 @@ def _mla_split_kernel(
             scores_t = tl.dot_scaled(packed, scales, "e2m1", q_nope_t, None, "bf16")
             scores_t = tl.dot_scaled(packed_rope, scales_rope, "e2m1", q_rope_t, None, "bf16",
                                      acc=scores_t)
-            scores = tl.trans(scores_t) * qk_scale_log2
+            scores = tl.trans(scores_t) * (qk_scale_log2 / DEQUANT_SHIFT_C)  # true k, not k*2^-14
         else:
             kr_even, kr_odd = _dequant_e2m1(packed_rope, scales_rope, BLOCK_N, HALF_ROPE_C)
             scores = tl.dot(q_even, tl.trans(k_even))
@@ -342,8 +343,16 @@ def _pow2_floor(value):
     return 1 << (max(int(value), 1).bit_length() - 1)
 
 
-def _triton_launch_config(batch, kv_len, num_sms):
-    """(num_splits, block_n, num_warps, num_stages) for one (batch, kv_len) on a device.
+class LaunchConfig(NamedTuple):
+    num_splits: int  # programs per sequence (power of two; 1 = no combine kernel)
+    block_n: int  # KV tokens per tile
+    num_warps: int
+    num_stages: int
+    scores_dot_scaled: bool  # scores through tl.dot_scaled instead of the shared dequant
+
+
+def _triton_launch_config(batch, kv_len, num_sms) -> LaunchConfig:
+    """The launch constants for one (batch, kv_len) on a device with num_sms SMs / CUs.
 
     Aim for about two programs per SM: splits = largest power of two <= 2*SMs / batch,
     never more than the sequence has tiles.
@@ -351,7 +360,7 @@ def _triton_launch_config(batch, kv_len, num_sms):
     block_n = 32
     tiles = max(1, -(-kv_len // block_n))
     num_splits = min(_pow2_floor(-(-2 * num_sms // batch)), _pow2_floor(tiles))
-    return num_splits, block_n, 4, 2
+    return LaunchConfig(num_splits, block_n, 8, 2, False)
 
 
 class _GraphSlot:
@@ -377,8 +386,8 @@ class _TritonPlan:
         self.qk_scale_log2 = sm_scale * LOG2E * DEQUANT_SHIFT
         num_sms = torch.cuda.get_device_properties(device).multi_processor_count \
             if device.type == "cuda" else 4
-        self.num_splits, self.block_n, self.num_warps, self.num_stages = \
-            _triton_launch_config(batch, kv_len, num_sms)
+        self.config = _triton_launch_config(batch, kv_len, num_sms)
+        self.num_splits = self.config.num_splits
         parts = batch * self.num_splits if self.num_splits > 1 else 1
         self.part_acc = torch.empty(parts * NUM_HEADS * V_HEAD_DIM, dtype=torch.float32, device=device)
         self.part_ml = torch.empty(parts * 2 * NUM_HEADS, dtype=torch.float32, device=device)
@@ -396,8 +405,9 @@ class _TritonPlan:
             table, q, kv, scales, qo_indptr, kv_indptr, out, self.part_acc, self.part_ml,
             self.total_kv, self.q_strides[0], self.q_strides[1], self.kv_row_stride,
             self.scale_row_stride, self.qk_scale_log2,
-            NUM_SPLITS=self.num_splits, BLOCK_N=self.block_n, PTRS_FROM_TABLE=from_table,
-            SCORES_DOT_SCALED=False, num_warps=self.num_warps, num_stages=self.num_stages)
+            NUM_SPLITS=self.num_splits, BLOCK_N=self.config.block_n, PTRS_FROM_TABLE=from_table,
+            SCORES_DOT_SCALED=self.config.scores_dot_scaled, num_warps=self.config.num_warps,
+            num_stages=self.config.num_stages)
         if self.num_splits > 1:
             _mla_combine_kernel[(self.batch, NUM_HEADS, 2)](
                 table, out, self.part_acc, self.part_ml, NUM_SPLITS=self.num_splits,
