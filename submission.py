@@ -16,7 +16,8 @@ launch. Two paths, chosen per (batch, kv_len) by a small per-platform table:
 * "aiter" (MI355X with aiter only): Q to fp8 per tensor, fp8 KV, aiter's persistent
   mla_decode_fwd with metadata rebuilt whenever kv_indptr may have changed.
 
-MLA_PATH=triton|aiter forces a path, MLA_GRAPHS=0 disables graph replay.
+MLA_PATH=triton|aiter forces a path, MLA_GRAPHS=0 disables graph replay, MLA_CHECK=1
+checks the indptr values on every call (by default: on the first call of each plan).
 """
 import math
 import os
@@ -256,8 +257,9 @@ def _validate(data):
     """-> (q, kv_data, qo_indptr, kv_indptr, batch, kv_len, sm_scale); raises on bad input.
 
     Checks types, dtypes, shapes, strides, devices and the config's agreement with the
-    tensors. The VALUES of the indptrs are checked by the kernels (an invalid range gives
-    NaN, never an out-of-bounds read), since reading them here would cost a device sync.
+    tensors. The VALUES of the indptrs cost a device sync to read: check_indptr_values
+    runs on a plan's first call (and every call with MLA_CHECK=1); the kernels make any
+    invalid range a NaN row and never read out of bounds.
     """
     if not isinstance(data, (tuple, list)) or len(data) != 5:
         _fail(TypeError, "data must be the tuple (q, kv_data, qo_indptr, kv_indptr, config)")
@@ -294,6 +296,27 @@ def _validate(data):
         if indptr.device != q.device:
             _fail(ValueError, f"{name} is on {indptr.device} but q is on {q.device}")
     return q, kv_data, qo_indptr, kv_indptr, batch, kv_len, float(sm_scale)
+
+
+def check_indptr_values(qo_indptr, kv_indptr, total_kv):
+    """The indptr VALUES, read on the host (a device sync): ValueError on the first bad one.
+
+    Run on the first call of every plan and, with MLA_CHECK=1, on every call. Later calls
+    rely on the kernels, which turn an invalid range into a NaN row and never read out of
+    bounds.
+    """
+    qo = qo_indptr.tolist()
+    if qo != list(range(len(qo))):
+        bad = next(i for i, v in enumerate(qo) if v != i)
+        _fail(ValueError, f"qo_indptr must be 0, 1, ..., batch_size (q_seq_len 1); "
+                          f"qo_indptr[{bad}] = {qo[bad]}")
+    kv = kv_indptr.tolist()
+    if kv[0] < 0 or kv[-1] > total_kv:
+        _fail(ValueError, f"kv_indptr must lie in [0, total_kv={total_kv}], got first {kv[0]}, last {kv[-1]}")
+    for i in range(len(kv) - 1):
+        if kv[i + 1] < kv[i]:
+            _fail(ValueError, f"kv_indptr must be non-decreasing; kv_indptr[{i}] = {kv[i]} > "
+                              f"kv_indptr[{i + 1}] = {kv[i + 1]}")
 
 
 def _mxfp4_operands(kv_data, device):
@@ -351,16 +374,29 @@ class LaunchConfig(NamedTuple):
     scores_dot_scaled: bool  # scores through tl.dot_scaled instead of the shared dequant
 
 
-def _triton_launch_config(batch, kv_len, num_sms) -> LaunchConfig:
-    """The launch constants for one (batch, kv_len) on a device with num_sms SMs / CUs.
+# Tile shape and warps per platform. sm_90: BLOCK_N 16 with 4 warps is the fastest
+# spill-free choice measured on the H200 (results/h200_sweep_1.json: 32 tokens with 4 warps
+# is faster still but spills, 32 with 8 warps is 1.1x slower). gfx950: 32 tokens keep the
+# value dot at the k=32 MFMA shape and compile without spills at 4 waves of 64 (unmeasured).
+TILE_BY_PLATFORM = {"hip": (32, 4, 2), "cuda": (16, 4, 2), "cpu": (32, 4, 1)}
+
+
+def _triton_launch_config(batch, kv_len, num_sms, platform) -> LaunchConfig:
+    """The launch constants for one (batch, kv_len) on a platform with num_sms SMs / CUs.
 
     Aim for about two programs per SM: splits = largest power of two <= 2*SMs / batch,
     never more than the sequence has tiles.
     """
-    block_n = 32
+    block_n, num_warps, num_stages = TILE_BY_PLATFORM[platform]
     tiles = max(1, -(-kv_len // block_n))
     num_splits = min(_pow2_floor(-(-2 * num_sms // batch)), _pow2_floor(tiles))
-    return LaunchConfig(num_splits, block_n, 8, 2, False)
+    return LaunchConfig(num_splits, block_n, num_warps, num_stages, False)
+
+
+def _platform(device):
+    if device.type != "cuda":
+        return "cpu"
+    return "hip" if torch.version.hip else "cuda"
 
 
 class _GraphSlot:
@@ -386,7 +422,7 @@ class _TritonPlan:
         self.qk_scale_log2 = sm_scale * LOG2E * DEQUANT_SHIFT
         num_sms = torch.cuda.get_device_properties(device).multi_processor_count \
             if device.type == "cuda" else 4
-        self.config = _triton_launch_config(batch, kv_len, num_sms)
+        self.config = _triton_launch_config(batch, kv_len, num_sms, _platform(device))
         self.num_splits = self.config.num_splits
         parts = batch * self.num_splits if self.num_splits > 1 else 1
         self.part_acc = torch.empty(parts * NUM_HEADS * V_HEAD_DIM, dtype=torch.float32, device=device)
@@ -606,8 +642,11 @@ _PLANS = OrderedDict()
 MAX_PLANS = 32
 
 
-def _plan(key, factory):
+def _plan(key, factory, qo_indptr=None, kv_indptr=None, total_kv=None):
+    """The cached plan for key, built by factory() on a miss (after the value check)."""
     plan = _PLANS.get(key)
+    if kv_indptr is not None and (plan is None or os.environ.get("MLA_CHECK") == "1"):
+        check_indptr_values(qo_indptr, kv_indptr, total_kv)
     if plan is None:
         plan = _PLANS[key] = factory()
         if len(_PLANS) > MAX_PLANS:
@@ -621,14 +660,16 @@ def custom_kernel(data: input_t) -> output_t:
     if choose_path(batch, kv_len, device) == "aiter":
         kv8, kv_scale = _fp8_operands(kv_data, device)
         key = ("aiter", batch, kv8.shape[0], device, kv8.dtype)
-        plan = _plan(key, lambda: _AiterPlan(AITER, batch, kv8.shape[0], device, AITER["fp8"], kv8.dtype))
+        plan = _plan(key, lambda: _AiterPlan(AITER, batch, kv8.shape[0], device, AITER["fp8"], kv8.dtype),
+                     qo_indptr, kv_indptr, kv8.shape[0])
         return plan.run(q, kv8, kv_scale, qo_indptr, kv_indptr, sm_scale)
     packed, scales = _mxfp4_operands(kv_data, device)
     q_strides = (q.stride(0), q.stride(1))
     key = ("triton", batch, kv_len, packed.shape[0], device, q_strides, packed.stride(0),
            scales.stride(0), sm_scale)
     plan = _plan(key, lambda: _TritonPlan(batch, kv_len, packed.shape[0], device, q_strides,
-                                          packed.stride(0), scales.stride(0), sm_scale))
+                                          packed.stride(0), scales.stride(0), sm_scale),
+                 qo_indptr, kv_indptr, packed.shape[0])
     try:
         return plan.run(q, packed, scales, qo_indptr, kv_indptr)
     except _RetryEager:

@@ -23,10 +23,10 @@ from triton.compiler import ASTSource  # noqa: E402
 
 import submission as sub  # noqa: E402
 
-# (name, GPUTarget, compute units the dispatch plans for)
+# name -> (GPUTarget, compute units the dispatch plans for, submission platform)
 TARGETS = {
-    "gfx950": (GPUTarget("hip", "gfx950", 64), 256),
-    "sm90": (GPUTarget("cuda", 90, 32), 132),
+    "gfx950": (GPUTarget("hip", "gfx950", 64), 256, "hip"),
+    "sm90": (GPUTarget("cuda", 90, 32), 132, "cuda"),
 }
 LEADERBOARD_CASES = [(4, 1024), (4, 8192), (32, 1024), (32, 8192), (64, 1024), (64, 8192),
                      (256, 1024), (256, 8192)]
@@ -57,11 +57,12 @@ def _attrs(fn, signature, backend):
     return attrs
 
 
-def kernel_variants(num_sms):
+def kernel_variants(target_name):
     """Distinct (kernel, constexprs, options) the dispatch launches for the leaderboard cases."""
+    _, num_sms, platform = TARGETS[target_name]
     seen = {}
     for batch, kv_len in LEADERBOARD_CASES:
-        config = sub._triton_launch_config(batch, kv_len, num_sms)
+        config = sub._triton_launch_config(batch, kv_len, num_sms, platform)
         num_splits, num_warps, num_stages = config.num_splits, config.num_warps, config.num_stages
         for from_table in (True, False):
             consts = {"NUM_SPLITS": num_splits, "BLOCK_N": config.block_n, "PTRS_FROM_TABLE": from_table,
@@ -96,7 +97,7 @@ def _amdgcn_field(asm: str, field: str) -> int:
 
 
 def compile_one(target_name, fn, signature, consts, num_warps, num_stages) -> dict:
-    target, _ = TARGETS[target_name]
+    target = TARGETS[target_name][0]
     src = ASTSource(fn=fn, signature=signature, constexprs=consts,
                     attrs=_attrs(fn, signature, target.backend))
     compiled = triton.compile(src, target=target,
@@ -124,7 +125,7 @@ def compile_one(target_name, fn, signature, consts, num_warps, num_stages) -> di
 def report(target_names) -> list:
     rows = []
     for name in target_names:
-        for fn, signature, consts, num_warps, num_stages in kernel_variants(TARGETS[name][1]):
+        for fn, signature, consts, num_warps, num_stages in kernel_variants(name):
             rows.append(compile_one(name, fn, signature, consts, num_warps, num_stages))
     return rows
 

@@ -52,7 +52,7 @@ VARIANTS = {
 
 def use_variant(name):
     change = VARIANTS[name]
-    sub._triton_launch_config = lambda batch, kv_len, num_sms: change(DEFAULT_CONFIG(batch, kv_len, num_sms))
+    sub._triton_launch_config = lambda *args: change(DEFAULT_CONFIG(*args))
     sub._PLANS.clear()
 
 

@@ -1,0 +1,43 @@
+"""Test setup: on a machine without a GPU the kernels run in Triton's interpreter.
+
+TRITON_INTERPRET must be set before submission.py decorates its kernels, and the
+interpreter shim (interpreter_shim.py) must be installed for bf16 dots to be right there.
+"""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+HAS_GPU = torch.cuda.is_available()
+if not HAS_GPU:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    import interpreter_shim  # noqa: E402
+
+    interpreter_shim.install()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA or ROCm GPU (skipped elsewhere)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_GPU:
+        return
+    skip = pytest.mark.skip(reason="needs a GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def fresh_plans():
+    """Run with an empty plan cache and the default launch table, restored afterwards."""
+    import submission
+    submission._PLANS.clear()
+    yield submission
+    submission._PLANS.clear()

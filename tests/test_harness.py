@@ -1,0 +1,103 @@
+"""eval.py as the runner drives it: protocol lines on POPCORN_FD, exit codes, seeds, failures."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+import eval as harness
+
+HARNESS_FILES = ("eval.py", "reference.py", "utils.py", "task.py", "interpreter_shim.py", "submission.py")
+ONE_CASE = "batchsize: 2; qseqlen: 1; kvseqlen: 40; seed: 7\n"
+
+
+def run_eval(workdir, mode, cases_text, env_extra=None, popcorn=True):
+    """Run eval.py in workdir; returns (exit code, protocol lines as dict, stdout, stderr)."""
+    case_file = workdir / "cases.txt"
+    case_file.write_text(cases_text)
+    env = {**os.environ, **(env_extra or {})}
+    read_fd, write_fd = os.pipe()
+    if popcorn:
+        env["POPCORN_FD"] = str(write_fd)
+    proc = subprocess.Popen([sys.executable, "eval.py", mode, str(case_file)], cwd=workdir, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(write_fd,))
+    os.close(write_fd)
+    with os.fdopen(read_fd) as reader:
+        protocol = reader.read()
+    stdout, stderr = proc.communicate(timeout=600)
+    lines = dict(line.split(": ", 1) for line in (protocol if popcorn else stdout).splitlines()
+                 if re.match(r"^[\w.-]+: ", line))
+    return proc.returncode, lines, stdout, stderr
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    for name in HARNESS_FILES:
+        shutil.copy(ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+def test_test_mode_protocol(workdir):
+    code, lines, _, stderr = run_eval(workdir, "test", ONE_CASE + "batchsize: 3; qseqlen: 1; kvseqlen: 17; seed: 8\n")
+    assert code == 0, stderr
+    assert lines["test-count"] == "2"
+    for i, spec in enumerate(ONE_CASE.strip().split("\n") + ["batchsize: 3; qseqlen: 1; kvseqlen: 17; seed: 8"]):
+        assert lines[f"test.{i}.spec"] == spec
+        assert lines[f"test.{i}.status"] == "pass"
+    assert lines["check"] == "pass"
+    assert "[2/2]" in stderr  # one progress line per case
+
+
+def test_benchmark_mode_protocol(workdir):
+    code, lines, _, stderr = run_eval(workdir, "benchmark", ONE_CASE)
+    assert code == 0, stderr
+    assert lines["benchmark-count"] == "1" and lines["benchmark.0.spec"] == ONE_CASE.strip()
+    stats = {k: float(lines[f"benchmark.0.{k}"]) for k in ("runs", "mean", "std", "err", "best", "worst")}
+    assert stats["runs"] >= 3 and stats["best"] <= stats["mean"] <= stats["worst"] and stats["err"] >= 0
+    assert lines["check"] == "pass"
+
+
+def test_without_popcorn_fd_prints_lines_table_and_json(workdir):
+    code, lines, stdout, stderr = run_eval(workdir, "benchmark", ONE_CASE, popcorn=False)
+    assert code == 0, stderr
+    assert lines["benchmark.0.spec"] == ONE_CASE.strip() and "geomean of means" in stdout
+    assert re.search(r"^\s+2\s+40\s+\d+\s+[\d.]+", stdout, re.M)  # the table row
+
+
+def test_malformed_case_line_exits_113_naming_it(workdir):
+    code, _, _, stderr = run_eval(workdir, "test", ONE_CASE + "batchsize: 4; kvseqlen: lots of\n")
+    assert code == 113
+    assert "batchsize: 4; kvseqlen: lots of" in stderr
+
+
+def test_bad_arguments(workdir):
+    env = {**os.environ, "POPCORN_FD": "1"}
+    result = subprocess.run([sys.executable, "eval.py", "test"], cwd=workdir, env=env, capture_output=True)
+    assert result.returncode == 2
+
+
+def test_popcorn_seed_combines_as_the_runner(tmp_path):
+    cases = tmp_path / "c.txt"
+    cases.write_text(ONE_CASE)
+    assert harness.get_test_cases(str(cases), None)[0].args["seed"] == 7
+    secret = 123456789
+    combined = harness.get_test_cases(str(cases), secret)[0].args["seed"]
+    assert combined == 7 + (7 + secret) * (7 + secret + 1) // 2
+    assert harness.get_test_cases(str(cases), secret + 1)[0].args["seed"] != combined
+
+
+def test_wrong_submission_fails_check_with_a_useful_message(workdir):
+    (workdir / "submission.py").write_text(
+        "import torch\n"
+        "from reference import exact_attention\n"
+        "def custom_kernel(data):\n"
+        "    out = exact_attention(data).to(torch.bfloat16)\n"
+        "    out[:, :4] *= -1  # a quarter of the heads wrong\n"
+        "    return out\n")
+    code, lines, _, _ = run_eval(workdir, "test", ONE_CASE)
+    assert code == 112 and lines["check"] == "fail" and lines["test.0.status"] == "fail"
+    assert "mismatched elements" in lines["test.0.error"] and "ERROR at" in lines["test.0.error"]

@@ -1,0 +1,82 @@
+"""Reference math: float32 attention per segment, the a8w8 emulation, the runner's check."""
+import math
+
+import pytest
+import torch
+
+import reference as ref
+
+
+def naive_attention(q, kv, qo_indptr, kv_indptr, sm_scale):
+    """Per query row, per head, in float64: the definition."""
+    out = torch.zeros(q.shape[0], q.shape[1], 512, dtype=torch.float64)
+    for b in range(len(kv_indptr) - 1):
+        keys = kv[kv_indptr[b]: kv_indptr[b + 1]].double()
+        for row in range(qo_indptr[b], qo_indptr[b + 1]):
+            for head in range(q.shape[1]):
+                if keys.shape[0]:
+                    w = torch.softmax(keys @ q[row, head].double() * sm_scale, 0)
+                    out[row, head] = w @ keys[:, :512]
+    return out
+
+
+@pytest.mark.parametrize("kv_lens", [None, [5, 0, 33]])
+def test_attention_fp32_matches_the_definition(kv_lens):
+    data = ref.generate_input(3, 1, 33, seed=3, kv_lens=kv_lens, device=torch.device("cpu"))
+    q, kv_data, qo_indptr, kv_indptr, config = data
+    kv = ref.dequantize_kv(kv_data, "mxfp4")
+    got = ref.attention_fp32(q.float(), kv, qo_indptr, kv_indptr, config["sm_scale"])
+    want = naive_attention(q.float(), kv, qo_indptr.tolist(), kv_indptr.tolist(), config["sm_scale"])
+    assert torch.allclose(got.double(), want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kv_format", ["bf16", "fp8", "mxfp4"])
+def test_exact_attention_formats_are_close_to_bf16(kv_format):
+    data = ref.generate_input(2, 1, 200, seed=4, device=torch.device("cpu"))
+    got = ref.exact_attention(data, kv_format)
+    bf16 = ref.exact_attention(data, "bf16")
+    rel = ((got - bf16).norm() / bf16.norm()).item()
+    assert rel < {"bf16": 1e-7, "fp8": 0.1, "mxfp4": 0.35}[kv_format]
+
+
+def test_emulated_a8w8_is_the_fp8_math():
+    data = ref.generate_input(2, 1, 300, seed=6, device=torch.device("cpu"))
+    emulated = ref.emulated_a8w8(data)
+    assert emulated.dtype == torch.bfloat16 and emulated.shape == (2, 16, 512)
+    q8, q_scale = ref.quantize_fp8(data[0])
+    by_hand = ref.attention_fp32(q8.float() * q_scale, ref.dequantize_kv(data[1], "fp8"), data[2], data[3],
+                                 ref.SM_SCALE)
+    assert torch.equal(emulated, by_hand.to(torch.bfloat16))
+    # and it is attention: close to the bf16 attention on these inputs
+    assert (emulated.float() - ref.exact_attention(data, "bf16")).abs().max() < 0.05
+
+
+def test_check_implementation_accepts_exact_mxfp4_attention():
+    data = ref.generate_input(4, 1, 256, seed=8, device=torch.device("cpu"))
+    ok, message = ref.check_implementation(data, ref.exact_attention(data).to(torch.bfloat16))
+    assert ok, message
+    assert "outside README" in message
+
+
+def test_check_implementation_rejects_a_wrong_answer_with_details():
+    data = ref.generate_input(2, 1, 64, seed=8, device=torch.device("cpu"))
+    wrong = ref.exact_attention(data).to(torch.bfloat16)
+    wrong[:, :8] += 1.0  # half of the heads off by 1
+    ok, message = ref.check_implementation(data, wrong)
+    assert not ok
+    assert "mismatched elements" in message and "ERROR at (0, 0," in message and "Maximum error" in message
+    ok, message = ref.check_implementation(data, wrong.float())
+    assert not ok and "bfloat16" in message
+    ok, message = ref.check_implementation(data, wrong[:1])
+    assert not ok and "SIZE MISMATCH" in message
+
+
+def test_check_allows_five_percent_mismatches_and_no_more():
+    data = ref.generate_input(2, 1, 64, seed=8, device=torch.device("cpu"))
+    good = ref.ref_kernel(data)
+    n = good.numel()
+    for count, expect in ((math.floor(0.05 * n), True), (math.floor(0.05 * n) + 1, False)):
+        out = good.clone().reshape(-1)
+        out[:count] += 5.0
+        ok, message = ref.check_implementation(data, out.reshape(good.shape))
+        assert ok is expect, message
