@@ -37,22 +37,26 @@ def _scaled_splits(factor):
     return change
 
 
-VARIANTS = {
+VARIANTS = {  # name -> change to the launch config (see submission.LaunchConfig)
     "default": lambda c: c,
-    "w4": lambda c: c._replace(num_warps=4),
-    "bn64": lambda c: c._replace(block_n=64),
     "bn16": lambda c: c._replace(block_n=16, num_warps=4),
+    "bn32": lambda c: c._replace(block_n=32, num_warps=4),
+    "bn64": lambda c: c._replace(block_n=64, num_warps=4),
+    "bn64w8": lambda c: c._replace(block_n=64, num_warps=8),
     "stages3": lambda c: c._replace(num_stages=3),
-    "stages1": lambda c: c._replace(num_stages=1),
+    "eager_rescale": lambda c: c._replace(lazy_rescale=False),
     "splits_x2": _scaled_splits(2),
     "splits_half": _scaled_splits(0.5),
-    "dot_scaled": lambda c: c._replace(scores_dot_scaled=True, block_n=64),
+    "dot_scaled": lambda c: c._replace(scores_dot_scaled=True),
+    "nopin": lambda c: c,  # and PIN off (see use_variant)
 }
+DEFAULT_PIN = dict(sub.PIN_BY_PLATFORM)
 
 
 def use_variant(name):
     change = VARIANTS[name]
     sub._triton_launch_config = lambda *args: change(DEFAULT_CONFIG(*args))
+    sub.PIN_BY_PLATFORM.update(DEFAULT_PIN if name != "nopin" else {k: 0 for k in DEFAULT_PIN})
     sub._PLANS.clear()
 
 
