@@ -97,7 +97,7 @@ def _mla_split_kernel(
     part_acc_ptr, part_ml_ptr,
     total_kv, q_row_stride, q_head_stride, kv_row_stride, scale_row_stride, qk_scale_log2,
     NUM_SPLITS: tl.constexpr, BLOCK_N: tl.constexpr, PTRS_FROM_TABLE: tl.constexpr,
-    SCORES_DOT_SCALED: tl.constexpr, LAZY_RESCALE: tl.constexpr, PIN: tl.constexpr,
+    SCORES_DOT_SCALED: tl.constexpr, PIN: tl.constexpr,
 ):
     """One program: sequence b = program_id(1), KV split s = program_id(0).
 
@@ -113,10 +113,6 @@ def _mla_split_kernel(
     part_ml    (batch, NUM_SPLITS, 2, 16) f32: running max (log2 units), sum of p
     ptr_table  int64[6]: the six data pointers above, read instead of the pointer
                arguments when PTRS_FROM_TABLE (graph replay with fresh inputs)
-
-    LAZY_RESCALE: the running max (and the rescale of l and the accumulators) moves only
-    when some head's tile max exceeds it by more than RESCALE_LOG2 (so p <= 2^8); the
-    result is the same softmax, the stale reference cancels in acc / l.
 
     The program covers tiles [s * tiles_per_split, (s + 1) * tiles_per_split) of its
     sequence. A sequence with an invalid range (indptr decreasing or past total_kv, or
@@ -188,24 +184,13 @@ def _mla_split_kernel(
             scores = scores * qk_scale_log2
         scores = tl.where(row_ok[None, :], scores, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(scores, axis=1))
-        if LAZY_RESCALE:
-            if tl.max(m_new - m_i, axis=0) > RESCALE_LOG2_C:
-                alpha = tl.exp2(m_i - m_new)
-                l_i = l_i * alpha
-                acc_even = acc_even * alpha[:, None]
-                acc_odd = acc_odd * alpha[:, None]
-                m_i = m_new
-        else:
-            alpha = tl.exp2(m_i - m_new)
-            l_i = l_i * alpha
-            acc_even = acc_even * alpha[:, None]
-            acc_odd = acc_odd * alpha[:, None]
-            m_i = m_new
-        p = tl.exp2(scores - m_i[:, None])
-        l_i = l_i + tl.sum(p, axis=1)
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(scores - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
         p_bf16 = p.to(tl.bfloat16)
-        acc_even = tl.dot(p_bf16, k_even, acc_even)
-        acc_odd = tl.dot(p_bf16, k_odd, acc_odd)
+        acc_even = tl.dot(p_bf16, k_even, acc_even * alpha[:, None])
+        acc_odd = tl.dot(p_bf16, k_odd, acc_odd * alpha[:, None])
+        m_i = m_new
 
     m_i = tl.where(range_ok, m_i, float("nan"))
     if NUM_SPLITS == 1:
@@ -262,7 +247,6 @@ HALF_V_C = tl.constexpr(V_HEAD_DIM // 2)
 ROPE_C = tl.constexpr(ROPE_DIM)
 HALF_ROPE_C = tl.constexpr(ROPE_DIM // 2)
 DEQUANT_SHIFT_C = tl.constexpr(DEQUANT_SHIFT)
-RESCALE_LOG2_C = tl.constexpr(8.0)
 
 
 # =======================================================================================
@@ -408,26 +392,30 @@ class LaunchConfig(NamedTuple):
     num_warps: int
     num_stages: int
     scores_dot_scaled: bool  # scores through tl.dot_scaled instead of the shared dequant
-    lazy_rescale: bool  # move the softmax reference only when the max grows by > 2^8
 
 
-# Tile shape and warps per platform. sm_90: BLOCK_N 16 with 4 warps is the fastest
-# spill-free choice measured on the H200 (results/h200_sweep_1.json: 32 tokens with 4 warps
-# is faster still but spills, 32 with 8 warps is 1.1x slower). gfx950: 32 tokens keep the
-# value dot at the k=32 MFMA shape and compile without spills at 4 waves of 64 (unmeasured).
-TILE_BY_PLATFORM = {"hip": (32, 4, 2), "cuda": (16, 4, 2), "cpu": (32, 4, 1)}
+# Launch table, measured on the H200 (results/h200_sweep_2_pin.json, 30 timed calls per case):
+# 64-token tiles with 4 warps beat 32 by 1.06-1.13x and 16 by 1.2-1.7x on every case whose
+# 64-token tiles can give every SM one; below that (batch 4 x 1024) 16-token tiles with two
+# per split are fastest (19.7 us against 26.9 for 64). 8 warps: 1.1-1.25x slower.
+# gfx950 takes the same table (spill-free in the AOT build, 328 VGPRs at 64 tokens);
+# unmeasured there.
+LARGE_TILE, SMALL_TILE = 64, 16
+NUM_WARPS = 4
+NUM_STAGES = {"cuda": 2, "hip": 2, "cpu": 1}
 
 
 def _triton_launch_config(batch, kv_len, num_sms, platform) -> LaunchConfig:
     """The launch constants for one (batch, kv_len) on a platform with num_sms SMs / CUs.
 
-    Aim for about two programs per SM: splits = largest power of two <= 2*SMs / batch,
-    never more than the sequence has tiles.
+    Tiles of LARGE_TILE tokens when there are at least as many as SMs, else SMALL_TILE.
+    Splits: about two programs per SM (largest power of two <= 2*SMs / batch), and at
+    least two tiles per split.
     """
-    block_n, num_warps, num_stages = TILE_BY_PLATFORM[platform]
+    block_n = LARGE_TILE if batch * -(-kv_len // LARGE_TILE) >= num_sms else SMALL_TILE
     tiles = max(1, -(-kv_len // block_n))
-    num_splits = min(_pow2_floor(-(-2 * num_sms // batch)), _pow2_floor(tiles))
-    return LaunchConfig(num_splits, block_n, num_warps, num_stages, False, True)
+    num_splits = min(_pow2_floor(-(-2 * num_sms // batch)), _pow2_floor(tiles // 2))
+    return LaunchConfig(num_splits, block_n, NUM_WARPS, NUM_STAGES[platform], False)
 
 
 def _platform(device):
@@ -483,8 +471,8 @@ class _TritonPlan:
             self.total_kv, self.q_strides[0], self.q_strides[1], self.kv_row_stride,
             self.scale_row_stride, self.qk_scale_log2,
             NUM_SPLITS=self.num_splits, BLOCK_N=self.config.block_n, PTRS_FROM_TABLE=from_table,
-            SCORES_DOT_SCALED=self.config.scores_dot_scaled,
-            LAZY_RESCALE=self.config.lazy_rescale, PIN=self.pin, num_warps=self.config.num_warps,
+            SCORES_DOT_SCALED=self.config.scores_dot_scaled, PIN=self.pin,
+            num_warps=self.config.num_warps,
             num_stages=self.config.num_stages)
         if self.num_splits > 1:
             _mla_combine_kernel[(self.batch, NUM_HEADS, 2)](

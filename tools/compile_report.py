@@ -66,8 +66,7 @@ def kernel_variants(target_name):
         num_splits, num_warps, num_stages = config.num_splits, config.num_warps, config.num_stages
         for from_table in (True, False):
             consts = {"NUM_SPLITS": num_splits, "BLOCK_N": config.block_n, "PTRS_FROM_TABLE": from_table,
-                      "SCORES_DOT_SCALED": config.scores_dot_scaled, "LAZY_RESCALE": config.lazy_rescale,
-                      "PIN": sub.PIN_BY_PLATFORM[platform]}
+                      "SCORES_DOT_SCALED": config.scores_dot_scaled, "PIN": sub.PIN_BY_PLATFORM[platform]}
             key = ("split", tuple(consts.items()), num_warps, num_stages)
             seen.setdefault(key, (sub._mla_split_kernel, SPLIT_SIGNATURE, consts, num_warps, num_stages))
             if num_splits > 1:

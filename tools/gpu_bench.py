@@ -44,7 +44,7 @@ VARIANTS = {  # name -> change to the launch config (see submission.LaunchConfig
     "bn64": lambda c: c._replace(block_n=64, num_warps=4),
     "bn64w8": lambda c: c._replace(block_n=64, num_warps=8),
     "stages3": lambda c: c._replace(num_stages=3),
-    "eager_rescale": lambda c: c._replace(lazy_rescale=False),
+    "stages1": lambda c: c._replace(num_stages=1),
     "splits_x2": _scaled_splits(2),
     "splits_half": _scaled_splits(0.5),
     "dot_scaled": lambda c: c._replace(scores_dot_scaled=True),
