@@ -245,10 +245,10 @@ def _measure_floors(repeats: int = 100) -> dict:
     call_ns = [_timed_call(lambda _: graph.replay(), None)[1] for _ in range(repeats)]
     src = torch.randint(0, 255, (1 << 31,), dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    copy_ns = [_timed_call(lambda _: dst.copy_(src), None)[1] for _ in range(10)]
+    copy_ns = [_timed_call(lambda _: dst.copy_(src), None)[1] for _ in range(20)]
     del src, dst
     return {"call_floor_us": statistics.median(call_ns) / 1e3,
-            "copy_rate_gbs": 2 * (1 << 31) / statistics.median(copy_ns)}
+            "copy_rate_gbs": 2 * (1 << 31) / min(copy_ns)}  # the best copy: a ceiling
 
 
 def _environment() -> dict:
@@ -395,6 +395,7 @@ def main():
     with PopcornOutput(int(fd) if fd else None) as logger:
         context = multiprocessing.get_context("spawn")
         with context.Pool(1, initializer=_worker_init) as pool:
+            floors = pool.apply(_measure_floors) if (not fd and mode in ("benchmark", "leaderboard")) else {}
             if mode == "test":
                 return run_testing(logger, pool, tests)
             if mode == "profile":
@@ -402,7 +403,6 @@ def main():
             code, results = run_benchmarking(logger, pool, tests, recheck=(mode == "leaderboard"))
             if fd:
                 return code
-            floors = pool.apply(_measure_floors)
     rows = summary_rows(results, floors)
     print_table(rows, floors)
     if json_path:

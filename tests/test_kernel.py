@@ -116,13 +116,15 @@ def test_plan_cache_is_bounded_and_holds_no_tensors_of_the_call(fresh_plans):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("graphs", ["0", "1"])
 @pytest.mark.parametrize("batch, kv_len, seed", LEADERBOARD)
-def test_leaderboard_cases_on_gpu(fresh_plans, batch, kv_len, seed):
+def test_leaderboard_cases_on_gpu(fresh_plans, monkeypatch, batch, kv_len, seed, graphs):
+    monkeypatch.setenv("MLA_GRAPHS", graphs)
     data = ref.generate_input(batch, 1, kv_len, seed)
-    first = fresh_plans.custom_kernel(data)  # eager first run, then graph capture
-    second = fresh_plans.custom_kernel(data)  # graph replay
+    first = fresh_plans.custom_kernel(data)  # with graphs: eager first run, then capture
+    second = fresh_plans.custom_kernel(data)  # with graphs: replay
     moved = tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in data[:1]) + data[1:]
-    third = fresh_plans.custom_kernel(moved)  # replay with q at a new address
+    third = fresh_plans.custom_kernel(moved)  # with graphs: replay with q at a new address
     for out in (first, second, third):
         assert_matches_exact(out, data)
         ok, message = ref.check_implementation(data, out)
@@ -130,11 +132,12 @@ def test_leaderboard_cases_on_gpu(fresh_plans, batch, kv_len, seed):
 
 
 @pytest.mark.gpu
-def test_graphs_off_gives_the_same_answer(fresh_plans, monkeypatch):
+def test_graph_replay_gives_the_same_answer(fresh_plans, monkeypatch):
     data = ref.generate_input(32, 1, 1024, 5412)
-    with_graphs = [fresh_plans.custom_kernel(data) for _ in range(3)]
-    fresh_plans._PLANS.clear()
-    monkeypatch.setenv("MLA_GRAPHS", "0")
     eager = fresh_plans.custom_kernel(data)
+    fresh_plans._PLANS.clear()
+    monkeypatch.setenv("MLA_GRAPHS", "1")
+    with_graphs = [fresh_plans.custom_kernel(data) for _ in range(6)]  # capture, then replays
+    assert next(iter(fresh_plans._PLANS.values())).slots  # the replay path really ran
     for out in with_graphs:
         assert torch.equal(out, eager)

@@ -7,15 +7,17 @@ For each variant (a change to submission._triton_launch_config) and case:
      within 8e-3 + 2e-2*|ref|) and with the runner's rule (reference.check_implementation);
      a variant that fails is reported and never timed or ranked;
   2. `runs` timed calls as the runner times them (cache flush, events around custom_kernel);
-  3. the same number of replays of the plan's graph alone (the GPU time of the kernels).
-Also measured once: the call floor and copy rate (eval._measure_floors), the host cost of
-torch.empty, and the graph-off (eager Triton launch) time of the default variant.
+  3. the same number of calls timed on the host alone (no sync inside: the launch cost).
+Also measured once: the call floor and copy rate (eval._measure_floors) and the event
+floor of torch.empty and of a Python no-op. Variant "graphs" runs with MLA_GRAPHS=1,
+"nopin" without the dequant pin.
 """
 import argparse
 import json
 import os
 import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -49,6 +51,7 @@ VARIANTS = {  # name -> change to the launch config (see submission.LaunchConfig
     "splits_half": _scaled_splits(0.5),
     "dot_scaled": lambda c: c._replace(scores_dot_scaled=True),
     "nopin": lambda c: c,  # and PIN off (see use_variant)
+    "graphs": lambda c: c,  # and MLA_GRAPHS=1 (see use_variant)
 }
 DEFAULT_PIN = dict(sub.PIN_BY_PLATFORM)
 
@@ -57,6 +60,7 @@ def use_variant(name):
     change = VARIANTS[name]
     sub._triton_launch_config = lambda *args: change(DEFAULT_CONFIG(*args))
     sub.PIN_BY_PLATFORM.update(DEFAULT_PIN if name != "nopin" else {k: 0 for k in DEFAULT_PIN})
+    os.environ["MLA_GRAPHS"] = "1" if name == "graphs" else "0"
     sub._PLANS.clear()
 
 
@@ -71,12 +75,16 @@ def time_calls(data, runs):
     return [harness._timed_call(sub.custom_kernel, data)[1] / 1e3 for _ in range(runs)]
 
 
-def time_graph_only(runs):
-    plan = next(reversed(sub._PLANS.values()))
-    if not plan.slots:
-        return None
-    slot = plan.slots[0]
-    return [harness._timed_call(lambda _: slot.graph.replay(), None)[1] / 1e3 for _ in range(runs)]
+def time_host(data, runs):
+    """Host time of the call alone (no sync inside): what launches cost on the CPU side."""
+    times = []
+    for _ in range(runs):
+        torch.cuda.synchronize()
+        start = time.perf_counter_ns()
+        sub.custom_kernel(data)
+        times.append((time.perf_counter_ns() - start) / 1e3)
+    torch.cuda.synchronize()
+    return times
 
 
 def summarize(values):
@@ -99,7 +107,7 @@ def run_case(batch, kv_len, seed, runs):
     torch.cuda.synchronize()
     row["replay_ok"] = exact_check(second, expected)["exact_ok"]
     row["call"] = summarize(time_calls(data, runs))
-    row["graph_only"] = summarize(time_graph_only(runs))
+    row["host"] = summarize(time_host(data, runs))
     return row
 
 
@@ -130,17 +138,11 @@ def main():
                 row = {"batch": batch, "kv_len": kv_len, "error": repr(exc)[:300]}
             rows.append(row)
             call = row.get("call") or {}
-            graph = row.get("graph_only") or {}
+            host = row.get("host") or {}
             print(f"{name:<12} {batch:>4} {kv_len:>5} exact_ok={row.get('exact_ok')} runner_ok={row.get('runner_ok')} "
                   f"max_err={row.get('max_err', float('nan')):.4f} call={call.get('median_us', float('nan')):8.1f} "
-                  f"gpu={graph.get('median_us', float('nan')):8.1f} {row.get('error', '')}", flush=True)
+                  f"host={host.get('median_us', float('nan')):6.1f} {row.get('error', '')}", flush=True)
         result["variants"][name] = rows
-    os.environ["MLA_GRAPHS"] = "0"
-    use_variant("default")
-    result["eager_default"] = [dict(batch=b, kv_len=k, call=summarize(time_calls(
-        reference.generate_input(b, 1, k, s), args.runs))) for b, k, s in BENCH_CASES]
-    for row in result["eager_default"]:
-        print(f"eager        {row['batch']:>4} {row['kv_len']:>5} call={row['call']['median_us']:8.1f}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
 
