@@ -4,8 +4,10 @@
 
 For a few cases, the median event time of custom_kernel (cache flushed before each call, as
 eval.py) under: the same input every call; a fresh input every call; fresh inputs with
-graph replay; fresh inputs with the Python GC off; and, as a control, a trivial torch op
-timed the same way after a fresh input. Also the host-only time of the call.
+graph replay; fresh inputs with the Python GC off; fresh inputs with the reference check
+between calls (eval.py's leaderboard mode), alone and after keeping the GPU busy 5 or 20 ms
+(as the runner's 64 GB randn flush does); and, as a control, a trivial torch op timed the
+same way. Also the host-only time of the call.
 """
 import argparse
 import gc
@@ -38,7 +40,20 @@ def host_us(data):
     return (time.perf_counter_ns() - start) / 1e3
 
 
-def scenario(batch, kv_len, seed, runs, fresh, graphs=False, gc_off=False, control=False, clone=True):
+_BUSY = None
+
+
+def busy_gpu(milliseconds):
+    """Keep the GPU busy about this long (a large fill), as the runner's 64 GB randn flush does."""
+    global _BUSY
+    if _BUSY is None:
+        _BUSY = torch.empty(1 << 30, dtype=torch.int32, device="cuda")  # 4 GiB, ~1 ms a fill
+    for _ in range(milliseconds):
+        _BUSY.fill_(1)
+
+
+def scenario(batch, kv_len, seed, runs, fresh, graphs=False, gc_off=False, control=False, clone=True,
+             check=False, warm_ms=0):
     os.environ["MLA_GRAPHS"] = "1" if graphs else "0"
     sub._PLANS.clear()
     data = reference.generate_input(batch, 1, kv_len, seed)
@@ -52,8 +67,14 @@ def scenario(batch, kv_len, seed, runs, fresh, graphs=False, gc_off=False, contr
             if fresh:
                 data = reference.generate_input(batch, 1, kv_len, seed + 13 * (i + 1))
                 keep = harness._clone_data(data) if clone else None  # noqa: F841 - as eval.py
+            if warm_ms:
+                busy_gpu(warm_ms)
             if control:
                 events.append(timed(lambda d: torch.empty((batch, 16, 512), dtype=torch.bfloat16, device="cuda"), data))
+            elif check:  # as eval.py's leaderboard mode: the reference check between calls
+                output, duration = harness._timed_call(sub.custom_kernel, data)
+                events.append(duration / 1e3)
+                assert reference.check_implementation(keep, output)[0]
             else:
                 events.append(timed(sub.custom_kernel, data))
                 hosts.append(host_us(data))
@@ -71,6 +92,9 @@ SCENARIOS = {
     "fresh_gc_off": dict(fresh=True, gc_off=True),
     "fresh_control_empty": dict(fresh=True, control=True),
     "same_control_empty": dict(fresh=False, control=True),
+    "fresh_check": dict(fresh=True, check=True),
+    "fresh_check_warm5ms": dict(fresh=True, check=True, warm_ms=5),
+    "fresh_check_warm20ms": dict(fresh=True, check=True, warm_ms=20),
 }
 
 
@@ -78,12 +102,13 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--json")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     args = parser.parse_args()
     result = {**harness._environment(), "cases": {}}
     for batch, kv_len, seed in CASES:
         rows = {}
-        for name, kwargs in SCENARIOS.items():
-            rows[name] = scenario(batch, kv_len, seed, args.runs, **kwargs)
+        for name in args.scenarios.split(","):
+            rows[name] = scenario(batch, kv_len, seed, args.runs, **SCENARIOS[name])
             r = rows[name]
             host = r["host_median_us"]
             print(f"{batch:>4} {kv_len:>5} {name:<22} event median {r['event_median_us']:8.1f} mean "
