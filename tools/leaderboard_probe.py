@@ -52,8 +52,24 @@ def busy_gpu(milliseconds):
         _BUSY.fill_(1)
 
 
+_CONTROLS = {}
+
+
+def control_op(kind):
+    """A fixed GPU job of ~20-30 us: 'copy' (memory-bound, 40 MB) or 'matmul' (bf16, ALU-bound)."""
+    if kind not in _CONTROLS:
+        if kind == "copy":
+            src = torch.randn(10 << 20, device="cuda")
+            dst = torch.empty_like(src)
+            _CONTROLS[kind] = lambda _: dst.copy_(src)
+        else:
+            a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+            _CONTROLS[kind] = lambda _: a @ a
+    return _CONTROLS[kind]
+
+
 def scenario(batch, kv_len, seed, runs, fresh, graphs=False, gc_off=False, control=False, clone=True,
-             check=False, warm_ms=0):
+             check=False, warm_ms=0, job=None):
     os.environ["MLA_GRAPHS"] = "1" if graphs else "0"
     sub._PLANS.clear()
     data = reference.generate_input(batch, 1, kv_len, seed)
@@ -72,9 +88,11 @@ def scenario(batch, kv_len, seed, runs, fresh, graphs=False, gc_off=False, contr
             if control:
                 events.append(timed(lambda d: torch.empty((batch, 16, 512), dtype=torch.bfloat16, device="cuda"), data))
             elif check:  # as eval.py's leaderboard mode: the reference check between calls
-                output, duration = harness._timed_call(sub.custom_kernel, data)
+                output, duration = harness._timed_call(control_op(job) if job else sub.custom_kernel, data)
                 events.append(duration / 1e3)
-                assert reference.check_implementation(keep, output)[0]
+                reference.check_implementation(keep, sub.custom_kernel(data) if job else output)
+            elif job:
+                events.append(timed(control_op(job), data))
             else:
                 events.append(timed(sub.custom_kernel, data))
                 hosts.append(host_us(data))
@@ -95,6 +113,10 @@ SCENARIOS = {
     "fresh_check": dict(fresh=True, check=True),
     "fresh_check_warm5ms": dict(fresh=True, check=True, warm_ms=5),
     "fresh_check_warm20ms": dict(fresh=True, check=True, warm_ms=20),
+    "same_copy": dict(fresh=False, job="copy"),
+    "fresh_check_copy": dict(fresh=True, check=True, job="copy"),
+    "same_matmul": dict(fresh=False, job="matmul"),
+    "fresh_check_matmul": dict(fresh=True, check=True, job="matmul"),
 }
 
 
