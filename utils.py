@@ -97,6 +97,11 @@ def make_match_reference(reference, **kwargs):
 
 
 _cache_flush_buffer = None
+# The runner flushes with torch.randn((16000, 1024, 1024)): 65.5 GB written, ~16 ms of GPU
+# work queued right before the start event. Host time inside custom_kernel shorter than
+# that is hidden from the events, so the flush writes as many bytes (through a smaller
+# buffer) to keep timings comparable with the runner's.
+RUNNER_FLUSH_BYTES = 16000 * 1024 * 1024 * 4
 
 
 def cache_flush_bytes(device: torch.device) -> int:
@@ -110,10 +115,14 @@ def cache_flush_bytes(device: torch.device) -> int:
 
 
 def clear_l2_cache() -> None:
-    """Evict the GPU caches between timed runs by overwriting a preallocated buffer.
+    """Evict the GPU caches between timed runs, and keep the GPU as busy as the runner does.
 
-    The buffer is allocated once (the runner allocates a 64 GB tensor every time, which only
-    makes its runs slower); on a CPU-only machine this does nothing.
+    Overwrites a preallocated buffer (4x the last-level cache, at least 1 GiB; allocated
+    once, where the runner allocates 64 GB each time) until RUNNER_FLUSH_BYTES are written,
+    so the work queued ahead of the start event lasts as long as the runner's flush and
+    host time inside the call is hidden the same way (measured: a 1 GiB flush alone exposed
+    100-200 us of host time in leaderboard mode, results/h200_leaderboard_probe_4.json).
+    On a CPU-only machine this does nothing.
     """
     global _cache_flush_buffer
     if not torch.cuda.is_available():
@@ -122,7 +131,9 @@ def clear_l2_cache() -> None:
         device = torch.device("cuda", torch.cuda.current_device())
         _cache_flush_buffer = torch.empty(cache_flush_bytes(device) // 4, dtype=torch.int32,
                                           device=device)
-    _cache_flush_buffer.fill_(random.randrange(1 << 30))
+    passes = -(-RUNNER_FLUSH_BYTES // (_cache_flush_buffer.numel() * 4))
+    for _ in range(passes):
+        _cache_flush_buffer.fill_(random.randrange(1 << 30))
 
 
 clear_l2_cache_large = clear_l2_cache
