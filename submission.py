@@ -21,7 +21,6 @@ checks the indptr values on every call (by default: on the first call of each pl
 """
 import math
 import os
-import sys
 import warnings
 import weakref
 from collections import OrderedDict
@@ -503,6 +502,10 @@ class _TritonPlan:
         pointers = (q.data_ptr(), packed.data_ptr(), scales.data_ptr(), qo_indptr.data_ptr(),
                     kv_indptr.data_ptr(), out.data_ptr())
         if self.slots is None:
+            if pointers[0] % 16 or pointers[1] % 16:  # the table kernels assume aligned q, kv
+                self.use_graphs = False
+                _warn_once("unaligned", "inputs not 16-byte aligned: graph replay disabled")
+                return self.run(q, packed, scales, qo_indptr, kv_indptr)
             return self._first_run(pointers, out)
         slot = self.slots[self.cursor]
         self.cursor = (self.cursor + 1) % self.GRAPH_SLOTS
@@ -515,10 +518,6 @@ class _TritonPlan:
 
     def _first_run(self, pointers, out):
         """Eager run through the pointer table (compiles the kernels), then capture."""
-        if pointers[0] % 16 or pointers[1] % 16 or pointers[5] % 16:
-            self.use_graphs = False  # the table kernels assume 16-byte aligned q, kv, out
-            _warn_once("unaligned", "inputs not 16-byte aligned: graph replay disabled")
-            raise _RetryEager()
         slot = _GraphSlot(self.device)
         slot.host_view[:] = pointers
         slot.device_table.copy_(slot.host_table, non_blocking=True)
@@ -530,10 +529,6 @@ class _TritonPlan:
             self.use_graphs = False
             _warn_once("capture", f"graph capture failed ({exc!r}); launching eagerly")
         return out
-
-
-class _RetryEager(Exception):
-    pass
 
 
 _WARNED = set()
@@ -704,7 +699,4 @@ def custom_kernel(data: input_t) -> output_t:
     plan = _plan(key, lambda: _TritonPlan(batch, kv_len, packed.shape[0], device, q_strides,
                                           packed.stride(0), scales.stride(0), sm_scale),
                  qo_indptr, kv_indptr, packed.shape[0])
-    try:
-        return plan.run(q, packed, scales, qo_indptr, kv_indptr)
-    except _RetryEager:
-        return plan.run(q, packed, scales, qo_indptr, kv_indptr)
+    return plan.run(q, packed, scales, qo_indptr, kv_indptr)
