@@ -19,6 +19,7 @@ launch. Two paths, chosen per (batch, kv_len) by a small per-platform table:
 MLA_PATH=triton|aiter forces a path, MLA_GRAPHS=1 enables graph replay, MLA_CHECK=1
 checks the indptr values on every call (by default: on the first call of each plan).
 """
+import functools
 import math
 import os
 import warnings
@@ -448,10 +449,11 @@ class _TritonPlan:
         self.batch, self.total_kv, self.device = batch, total_kv, device
         self.q_strides, self.kv_row_stride, self.scale_row_stride = q_strides, kv_row_stride, scale_row_stride
         self.qk_scale_log2 = sm_scale * LOG2E * DEQUANT_SHIFT
+        platform = _platform(device)
         num_sms = torch.cuda.get_device_properties(device).multi_processor_count \
             if device.type == "cuda" else 4
-        self.config = _triton_launch_config(batch, kv_len, num_sms, _platform(device))
-        self.pin = PIN_BY_PLATFORM[_platform(device)]
+        self.config = _triton_launch_config(batch, kv_len, num_sms, platform)
+        self.pin = PIN_BY_PLATFORM[platform]
         self.num_splits = self.config.num_splits
         parts = batch * self.num_splits if self.num_splits > 1 else 1
         self.part_acc = torch.empty(parts * NUM_HEADS * V_HEAD_DIM, dtype=torch.float32, device=device)
@@ -643,7 +645,9 @@ PATHS = ("triton", "aiter")
 AITER_MIN_TOKENS = {"gfx950": 65536 + 1}
 
 
+@functools.lru_cache(maxsize=None)
 def _arch(device):
+    """The device's architecture name (once per device: it sits on the dispatch path)."""
     if device.type != "cuda":
         return device.type
     if torch.version.hip:
