@@ -1,23 +1,28 @@
 #!POPCORN leaderboard amd-mixed-mla
 #!POPCORN gpu MI355X
-"""MLA decode (DeepSeek-R1 forward_absorb) on the MXFP4 KV cache, in portable Triton.
+"""MLA decode (DeepSeek-R1 forward_absorb) on the MXFP4 KV cache, in Triton.
 
 custom_kernel(data) -> (total_q, 16, 512) bf16 attention output; data is the runner's
 (q, kv_data, qo_indptr, kv_indptr, config). Each call: cheap validation, plan lookup,
-launch. Two paths, chosen per (batch, kv_len) by a small per-platform table:
+launch. Two paths, chosen per (batch, kv_len) by the dispatch at the end of this file:
 
-* "triton" (everywhere): split-K decode reading kv_data["mxfp4"] in place. A program owns
-  one (split, sequence); each KV tile of BLOCK_N tokens is loaded once, dequantized once
-  to bf16 and serves the scores (576 dims) and the values (first 512 dims). The e2m1
-  nibbles are kept apart as even and odd dims (Q is read the same way) so no interleave is
-  needed; online softmax in float32; a second kernel merges the splits. With MLA_GRAPHS=1
-  the launches are replayed from a CUDA/HIP graph whose kernels read the input addresses
-  from a small pointer table, so fresh inputs at new addresses need no new capture.
+* "triton" (everywhere): split-K decode reading kv_data["mxfp4"] in place as 32-bit words
+  (8 e2m1 codes each). A program owns one (split, sequence); each tile of BLOCK_N tokens
+  is converted once to bf16 in dim order and serves the scores (576 dims) and the values
+  (first 512). Online softmax in float32; a second kernel merges the splits. The e2m1 ->
+  bf16 conversion is one primitive with three implementations: the MI355X's native
+  v_cvt_scalef32_pk_bf16_fp4 (gfx950), bit tricks on packed words in PTX (NVIDIA), and
+  portable Triton (everywhere, the reference the other two are checked against).
 * "aiter" (MI355X with aiter only): Q to fp8 per tensor, fp8 KV, aiter's persistent
   mla_decode_fwd with metadata rebuilt whenever kv_indptr may have changed.
 
-MLA_PATH=triton|aiter forces a path, MLA_GRAPHS=1 enables graph replay, MLA_CHECK=1
-checks the indptr values on every call (by default: on the first call of each plan).
+Robustness on a GPU we cannot test on: each plan tries its kernel variants in a declared
+order (native primitive first, portable last) and falls back, with one warning, when one
+fails to compile or launch; a native primitive is checked against the portable one on
+synthetic data before its first use and dropped, with a warning, if they disagree.
+
+MLA_PATH=triton|aiter forces a path, MLA_CONVERT=portable forces the portable primitive,
+MLA_CHECK=1 checks the indptr values on every call (by default: on a plan's first call).
 """
 import functools
 import math
@@ -39,214 +44,449 @@ V_HEAD_DIM = 512  # values: the first 512 dims of the same rows
 ROPE_DIM = QK_HEAD_DIM - V_HEAD_DIM  # 64
 PACKED_ROW_BYTES = QK_HEAD_DIM // 2  # 288 bytes of e2m1 pairs per token
 SCALE_COLS = QK_HEAD_DIM // 32  # 18 e8m0 scales per token
-# The kernels build k * 2^-14 (an fp16 denormal trick, see _dequant_e2m1); this undoes it.
-DEQUANT_SHIFT = 2.0 ** 14
+WORD_BYTES = 4  # the kernels read the packed codes as int32 words: 8 codes, 1/4 of a block
 LOG2E = 1.4426950408889634
 
 CONFIG_EXPECTED = {"num_heads": NUM_HEADS, "num_kv_heads": 1, "qk_head_dim": QK_HEAD_DIM,
                    "kv_lora_rank": V_HEAD_DIM, "qk_rope_head_dim": ROPE_DIM,
                    "v_head_dim": V_HEAD_DIM, "q_seq_len": 1}
-PTR_TABLE_SLOTS = 6  # q, kv bytes, scale bytes, qo_indptr, kv_indptr, out
+
+# e2m1 -> bf16 primitives (the kernels' CONVERT constexpr). Each returns the values times
+# 2^-LOG2_SHIFT (an exact power of two that keeps the arithmetic in range, undone by the
+# kernels): see the _pairs_* functions for the ranges each one is exact on.
+PORTABLE, PTX_SM90, GFX950 = 0, 1, 2
+CONVERT_NAMES = {PORTABLE: "portable", PTX_SM90: "ptx-sm90", GFX950: "gfx950"}
+LOG2_SHIFT = {PORTABLE: 14, PTX_SM90: 64, GFX950: 0}
+# How a tile is laid out for the dots (the kernels' LAYOUT constexpr). NATURAL: the codes
+# are read as int32 words and converted into dims in order (gfx950's native convert gives
+# adjacent dims for free). EVEN_ODD: the codes are read as bytes and even and odd dims
+# stay apart (Q is read the same way), which keeps Triton's shared-memory staging on
+# NVIDIA small enough for two programs per SM.
+NATURAL, EVEN_ODD = 0, 1
+LAYOUT_NAMES = {NATURAL: "natural", EVEN_ODD: "even/odd"}
 
 
 # =======================================================================================
-# Triton kernels
+# e2m1 -> bf16: one primitive, three implementations, two layouts
 # =======================================================================================
-
-@triton.jit
-def _dequant_e2m1(packed, scale_bytes, BLOCK_N: tl.constexpr, WIDTH: tl.constexpr):
-    """(BLOCK_N, WIDTH) packed e2m1 bytes + (BLOCK_N, WIDTH // 16) e8m0 bytes ->
-    (even dims, odd dims), each (BLOCK_N, WIDTH) bf16 holding value * 2^-14.
-
-    A nibble sxyz becomes the fp16 pattern s00xyz000000000: for xy > 0 that is
-    (1 + z/2) * 2^(xy - 15), for xy = 0 the denormal z * 2^-15, i.e. the e2m1 value times
-    2^-14 in both cases (fp16 denormals are exact on every GPU). The block scale
-    2^(byte - 127) is the float32 with exponent field = byte. Products are exact in bf16.
-    """
-    scale = (scale_bytes.to(tl.int32) << 23).to(tl.float32, bitcast=True)
-    scale = tl.reshape(tl.broadcast_to(scale[:, :, None], (BLOCK_N, WIDTH // 16, 16)),
-                       (BLOCK_N, WIDTH))
-    bits = packed.to(tl.int32)
-    even = (((bits & 0x07) << 9) | ((bits & 0x08) << 12)).to(tl.int16).to(tl.float16, bitcast=True)
-    odd = (((bits & 0x70) << 5) | ((bits & 0x80) << 8)).to(tl.int16).to(tl.float16, bitcast=True)
-    return ((even.to(tl.float32) * scale).to(tl.bfloat16),
-            (odd.to(tl.float32) * scale).to(tl.bfloat16))
-
+# An e2m1 code sxyz is the value (-1)^s * {0, 0.5, 1, 1.5, 2, 3, 4, 6}[xyz]; a byte holds
+# two codes, the low nibble the even dim. The block scale of 32 dims is the e8m0 byte k,
+# 2^(k - 127).
 
 @triton.jit
 def _pin(x, PIN: tl.constexpr):
-    """x unchanged, through an opaque register move that Triton may not duplicate.
+    """x (int32 or bf16) unchanged, through an opaque register move Triton may not duplicate.
 
-    Without it Triton rematerializes the whole dequantization chain once per MMA operand
-    layout the tile feeds (scores use k^T, values use k): the AOT builds show the f16->f32
-    converts 3x per element on sm_90 and 6x on gfx950. PIN: 0 = none (interpreter),
-    1 = PTX mov (NVIDIA), 2 = v_mov_b32 (AMD). Pure register moves: no numeric effect.
+    Without it Triton rematerializes a portable conversion once per MMA operand layout the
+    tile feeds (3x per element on sm_90, 6x on gfx950 in the AOT builds). PIN: 0 = none
+    (interpreter), 1 = PTX mov (NVIDIA), 2 = v_mov_b32 (AMD). No numeric effect.
     """
+    pack: tl.constexpr = 2 if x.dtype == tl.bfloat16 else 1
     if PIN == 1:
-        x = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=tl.bfloat16,
-                                      is_pure=False, pack=2)
+        x = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=x.dtype,
+                                      is_pure=False, pack=pack)
     elif PIN == 2:
-        x = tl.inline_asm_elementwise("v_mov_b32 $0, $1", "=v,v", [x], dtype=tl.bfloat16,
-                                      is_pure=False, pack=2)
+        x = tl.inline_asm_elementwise("v_mov_b32 $0, $1", "=v,v", [x], dtype=x.dtype,
+                                      is_pure=False, pack=pack)
     return x
 
 
 @triton.jit
+def _e2m1_times_2_pow_m14(code):
+    """e2m1 codes (int32, 0..15) as float32 value * 2^-14 (exact).
+
+    A code sxyz becomes the fp16 pattern s00xyz000000000: for xy > 0 that is
+    (1 + z/2) * 2^(xy - 15), for xy = 0 the denormal z * 2^-15, i.e. the e2m1 value times
+    2^-14 in both cases (fp16 denormals are exact on every GPU and in numpy).
+    """
+    half = (((code & 0x7) << 9) | ((code & 0x8) << 12)).to(tl.int16).to(tl.float16, bitcast=True)
+    return half.to(tl.float32)
+
+
+@triton.jit
+def _scale_f32(scale_bytes):
+    """e8m0 bytes (int32) -> 2^(byte - 127) as float32 (byte 0 -> 0, as 2^-127 is subnormal)."""
+    return (scale_bytes << 23).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _per_block(x, ROWS: tl.constexpr, BLOCKS: tl.constexpr, PER_BLOCK: tl.constexpr):
+    """(ROWS, BLOCKS) -> (ROWS, BLOCKS * PER_BLOCK): each value repeated PER_BLOCK times."""
+    return tl.reshape(tl.broadcast_to(x[:, :, None], (ROWS, BLOCKS, PER_BLOCK)), (ROWS, BLOCKS * PER_BLOCK))
+
+
+# --- NATURAL layout: int32 words -> four tensors of bf16 pairs -> dims in order ----------
+
+@triton.jit
+def _bf16_bits(value):
+    return value.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+
+
+@triton.jit
+def _word_pairs_portable(words, scale, b: tl.constexpr, PIN: tl.constexpr):
+    """Byte b of each word as a bf16 pair (low code, high code) * 2^-14: exact for block
+    exponents >= -112 (LOG2_SHIFT 14)."""
+    low = _bf16_bits(_e2m1_times_2_pow_m14((words >> (8 * b)) & 0xF) * scale)
+    high = _bf16_bits(_e2m1_times_2_pow_m14((words >> (8 * b + 4)) & 0xF) * scale)
+    return _pin(low | (high << 16), PIN)
+
+
+@triton.jit
+def _word_pairs_gfx950(words, scale):
+    """CDNA4: v_cvt_scalef32_pk_bf16_fp4 converts the two codes of one byte (op_sel picks
+    the byte) to a bf16 pair and multiplies it by the float32 scale: exact values
+    (LOG2_SHIFT 0). is_pure=False keeps Triton from duplicating it per MMA layout."""
+    return tl.inline_asm_elementwise(
+        asm="""
+        v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5
+        v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]
+        v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]
+        v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]
+        """,
+        constraints="=&v,=&v,=&v,=v,v,v", args=[words, scale],
+        dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=False, pack=1)
+
+
+# Hopper has no fp4 convert; both NVIDIA primitives build bf16 pairs with integer tricks.
+# prmt gathers two codes into bits 0-3 and 16-19 of a word; one multiply by 0x1040 adds
+# copies shifted by 6 and by 12 (disjoint bits, no carries) and the mask 0x81C081C0 keeps
+# value bits -> 6..8 and sign -> 15 of each half: the bf16 pattern of value * 2^-126 (a
+# subnormal for code 0.5; mul.bf16x2 handles subnormals exactly). One bf16x2 multiply by
+# 2^(k + 62) makes it value * 2^(k - 64): exact for block exponents k - 127 in [-61, 65]
+# (e8m0 bytes 66..192; LOG2_SHIFT 64), far beyond any KV cache's range.
+def _ptx_pairs(pairs):
+    """The PTX for bf16 pairs: pairs = [(prmt sources, selector, multiplier operand)], one
+    output register each ($0, $1, ...); the packed input follows the outputs."""
+    packed = f"${len(pairs)}"
+    lines = ["{", ".reg .b32 lo4, hi4, x;", f"and.b32 lo4, {packed}, 0x0F0F0F0F;",
+             f"shr.u32 hi4, {packed}, 4;", "and.b32 hi4, hi4, 0x0F0F0F0F;"]
+    for out, (sources, selector, multiplier) in enumerate(pairs):
+        lines += [f"prmt.b32 x, {sources}, {selector};", "mul.lo.u32 x, x, 0x1040;",
+                  "and.b32 x, x, 0x81C081C0;", f"mul.rn.bf16x2 ${out}, x, {multiplier};"]
+    return tl.constexpr("\n".join(lines + ["}"]))
+
+
+# Byte b of a word: selector 0x84b0|b -> [low code of byte b, 0, high code of byte b, 0]
+# (selector nibble 8 copies the sign bit of lo4's byte 0, always 0).
+PTX_WORD_PAIRS = _ptx_pairs([("lo4, hi4", f"0x{0x8480 + 0x101 * b:04x}", "$5") for b in range(4)])
+# Low codes of bytes (0, 1) and (2, 3), then the high codes likewise.
+PTX_BYTE_PAIRS = _ptx_pairs([(f"{src}, 0", sel, mult) for src in ("lo4", "hi4")
+                             for sel, mult in (("0x8180", "$5"), ("0x8382", "$6"))])
+
+
+@triton.jit
+def _word_pairs_sm90(words, scale_bytes):
+    """Byte b of each word -> (low code, high code) as a bf16 pair * 2^-64: 19
+    instructions for 8 codes (PTX_WORD_PAIRS)."""
+    mult = (scale_bytes + 62) << 7
+    return tl.inline_asm_elementwise(
+        asm=PTX_WORD_PAIRS, constraints="=r,=r,=r,=r,r,r", args=[words, mult | (mult << 16)],
+        dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=False, pack=1)
+
+
+@triton.jit
+def _bf16_halves(pair):
+    low = pair.to(tl.int16).to(tl.bfloat16, bitcast=True)
+    high = (pair >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
+    return low, high
+
+
+@triton.jit
+def _words_to_bf16(words, scale_bytes, BLOCK_N: tl.constexpr, NUM_WORDS: tl.constexpr,
+                   CONVERT: tl.constexpr, PIN: tl.constexpr):
+    """words (BLOCK_N, NUM_WORDS) int32 (code q of word j = dim 8j + q, bits 4q..4q+3),
+    scale_bytes (BLOCK_N, NUM_WORDS // 4) e8m0 -> (BLOCK_N, 8 * NUM_WORDS) bf16 in dim
+    order, times 2^-LOG2_SHIFT[CONVERT]. Pair b of word j holds dims 8j + 2b, 8j + 2b + 1;
+    the halves and joins below are register reshuffles the compiler folds away."""
+    scale_bytes = _per_block(scale_bytes.to(tl.int32), BLOCK_N, NUM_WORDS // 4, 4)
+    if CONVERT == 1:
+        r0, r1, r2, r3 = _word_pairs_sm90(words, scale_bytes)
+    elif CONVERT == 2:
+        r0, r1, r2, r3 = _word_pairs_gfx950(words, _scale_f32(scale_bytes))
+    else:
+        scale = _scale_f32(scale_bytes)
+        r0 = _word_pairs_portable(words, scale, 0, PIN)
+        r1 = _word_pairs_portable(words, scale, 1, PIN)
+        r2 = _word_pairs_portable(words, scale, 2, PIN)
+        r3 = _word_pairs_portable(words, scale, 3, PIN)
+    d0, d1 = _bf16_halves(r0)
+    d2, d3 = _bf16_halves(r1)
+    d4, d5 = _bf16_halves(r2)
+    d6, d7 = _bf16_halves(r3)
+    # join(a, b) adds a last axis [a, b]; this nesting gives axes (4, 2, 1) x q's bits
+    x = tl.join(tl.join(tl.join(d0, d4), tl.join(d2, d6)), tl.join(tl.join(d1, d5), tl.join(d3, d7)))
+    return tl.reshape(x, (BLOCK_N, 8 * NUM_WORDS))
+
+
+# --- EVEN_ODD layout: bytes -> (even dims, odd dims) ----------------------------------
+
+@triton.jit
+def _bytes_sm90(packed, scale_bytes, BLOCK_N: tl.constexpr, WIDTH: tl.constexpr):
+    """4 bytes at a time -> (even, odd) bf16 * 2^-64: the low codes of bytes (0, 1) and
+    (2, 3), then the high codes (PTX_BYTE_PAIRS); the multiplier pairs follow the bytes."""
+    mult = ((scale_bytes.to(tl.int32) + 62) << 7).to(tl.int16).to(tl.bfloat16, bitcast=True)
+    mult = _per_block(mult, BLOCK_N, WIDTH // 16, 16)
+    return tl.inline_asm_elementwise(
+        asm=PTX_BYTE_PAIRS, constraints="=r,=r,=r,=r,r,r,r", args=[packed, mult],
+        dtype=(tl.bfloat16, tl.bfloat16), is_pure=False, pack=4)
+
+
+@triton.jit
+def _bytes_to_bf16(packed, scale_bytes, BLOCK_N: tl.constexpr, WIDTH: tl.constexpr,
+                   CONVERT: tl.constexpr, PIN: tl.constexpr):
+    """packed (BLOCK_N, WIDTH) bytes, scale_bytes (BLOCK_N, WIDTH // 16) e8m0 ->
+    (even dims, odd dims), each (BLOCK_N, WIDTH) bf16, times 2^-LOG2_SHIFT[CONVERT]."""
+    tl.static_assert(CONVERT != 2, "the gfx950 primitive reads words (NATURAL layout)")
+    if CONVERT == 1:
+        even, odd = _bytes_sm90(packed, scale_bytes, BLOCK_N, WIDTH)
+    else:
+        scale = _per_block(_scale_f32(scale_bytes.to(tl.int32)), BLOCK_N, WIDTH // 16, 16)
+        codes = packed.to(tl.int32)
+        even = _pin((_e2m1_times_2_pow_m14(codes & 0xF) * scale).to(tl.bfloat16), PIN)
+        odd = _pin((_e2m1_times_2_pow_m14(codes >> 4) * scale).to(tl.bfloat16), PIN)
+    return even, odd
+
+
+# =======================================================================================
+# Kernels
+# =======================================================================================
+
+@triton.jit
+def _softmax_step(scores, m_i, l_i, qk_scale_log2):
+    """Online softmax over one tile's raw scores (16, BLOCK_N): the new running max, the
+    factor to rescale the old sums by, the probabilities and the new sum of them."""
+    m_new = tl.maximum(m_i, tl.max(scores, axis=1))
+    alpha = tl.exp2((m_i - m_new) * qk_scale_log2)
+    p = tl.exp2(scores * qk_scale_log2 - (m_new * qk_scale_log2)[:, None])
+    return m_new, alpha, p, l_i * alpha + tl.sum(p, axis=1)
+
+
+@triton.jit
+def _tile_rows(kv_ptr, scale_ptr, tile_start, kv_row_stride, scale_row_stride, BLOCK_N: tl.constexpr):
+    rows = (tile_start + tl.arange(0, BLOCK_N)).to(tl.int64)[:, None]
+    return kv_ptr + rows * kv_row_stride, scale_ptr + rows * scale_row_stride
+
+
+@triton.jit
+def _load_tile(base, cols, rows_ok, MASKED: tl.constexpr):
+    if MASKED:
+        return tl.load(base + cols[None, :], mask=rows_ok[:, None], other=0)
+    return tl.load(base + cols[None, :])
+
+
+@triton.jit
+def _natural_tile(q_nope, q_rope, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
+                  scale_row_stride, qk_scale_log2, m_i, l_i, acc, BLOCK_N: tl.constexpr,
+                  CONVERT: tl.constexpr, PIN: tl.constexpr, MASKED: tl.constexpr):
+    """One tile in the NATURAL layout: load as words, convert once, online softmax.
+
+    m_i (16,) is the running max of the raw scores, l_i (16,) the sum of p, acc (16, 512)
+    the sum of p * v (all relative to m_i). MASKED: the tile may run past hi (the last
+    tile of a split); full tiles skip every mask.
+    """
+    kv_rows, scale_rows = _tile_rows(kv_ptr, scale_ptr, tile_start, kv_row_stride, scale_row_stride, BLOCK_N)
+    kv_rows = kv_rows.to(tl.pointer_type(tl.int32))  # row starts are 4-byte aligned
+    rows_ok = tile_start + tl.arange(0, BLOCK_N) < hi
+    words = _load_tile(kv_rows, tl.arange(0, V_DIM_C // 8), rows_ok, MASKED)
+    words_rope = _load_tile(kv_rows + V_DIM_C // 8, tl.arange(0, ROPE_C // 8), rows_ok, MASKED)
+    scales = _load_tile(scale_rows, tl.arange(0, V_DIM_C // 32), rows_ok, MASKED)
+    scales_rope = _load_tile(scale_rows + V_DIM_C // 32, tl.arange(0, ROPE_C // 32), rows_ok, MASKED)
+    k = _words_to_bf16(words, scales, BLOCK_N, V_DIM_C // 8, CONVERT, PIN)
+    k_rope = _words_to_bf16(words_rope, scales_rope, BLOCK_N, ROPE_C // 8, CONVERT, PIN)
+    scores = tl.dot(q_nope, tl.trans(k))
+    scores = tl.dot(q_rope, tl.trans(k_rope), scores)
+    if MASKED:
+        scores = tl.where(rows_ok[None, :], scores, float("-inf"))
+    m_i, alpha, p, l_i = _softmax_step(scores, m_i, l_i, qk_scale_log2)
+    acc = tl.dot(p.to(tl.bfloat16), k, acc * alpha[:, None])
+    return m_i, l_i, acc
+
+
+@triton.jit
+def _even_odd_tile(q_even, q_odd, q_rope_even, q_rope_odd, kv_ptr, scale_ptr, tile_start, hi,
+                   kv_row_stride, scale_row_stride, qk_scale_log2, m_i, l_i, acc_even, acc_odd,
+                   BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, PIN: tl.constexpr,
+                   MASKED: tl.constexpr):
+    """One tile in the EVEN_ODD layout (as _natural_tile; acc split into even and odd dims)."""
+    kv_rows, scale_rows = _tile_rows(kv_ptr, scale_ptr, tile_start, kv_row_stride, scale_row_stride, BLOCK_N)
+    rows_ok = tile_start + tl.arange(0, BLOCK_N) < hi
+    packed = _load_tile(kv_rows, tl.arange(0, V_DIM_C // 2), rows_ok, MASKED)
+    packed_rope = _load_tile(kv_rows + V_DIM_C // 2, tl.arange(0, ROPE_C // 2), rows_ok, MASKED)
+    scales = _load_tile(scale_rows, tl.arange(0, V_DIM_C // 32), rows_ok, MASKED)
+    scales_rope = _load_tile(scale_rows + V_DIM_C // 32, tl.arange(0, ROPE_C // 32), rows_ok, MASKED)
+    k_even, k_odd = _bytes_to_bf16(packed, scales, BLOCK_N, V_DIM_C // 2, CONVERT, PIN)
+    kr_even, kr_odd = _bytes_to_bf16(packed_rope, scales_rope, BLOCK_N, ROPE_C // 2, CONVERT, PIN)
+    scores = tl.dot(q_even, tl.trans(k_even))
+    scores = tl.dot(q_odd, tl.trans(k_odd), scores)
+    scores = tl.dot(q_rope_even, tl.trans(kr_even), scores)
+    scores = tl.dot(q_rope_odd, tl.trans(kr_odd), scores)
+    if MASKED:
+        scores = tl.where(rows_ok[None, :], scores, float("-inf"))
+    m_i, alpha, p, l_i = _softmax_step(scores, m_i, l_i, qk_scale_log2)
+    p = p.to(tl.bfloat16)
+    acc_even = tl.dot(p, k_even, acc_even * alpha[:, None])
+    acc_odd = tl.dot(p, k_odd, acc_odd * alpha[:, None])
+    return m_i, l_i, acc_even, acc_odd
+
+
+@triton.jit
+def _natural_split(q_rows, kv_ptr, scale_ptr, lo, full_end, hi, kv_row_stride, scale_row_stride,
+                   qk_scale_log2, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, PIN: tl.constexpr):
+    """Tiles [lo, hi) of one sequence in the NATURAL layout -> (m, l, acc (16, 512))."""
+    q_nope = tl.load(q_rows + tl.arange(0, V_DIM_C)[None, :])
+    q_rope = tl.load(q_rows + V_DIM_C + tl.arange(0, ROPE_C)[None, :])
+    m_i = tl.full([NUM_HEADS_C], float("-inf"), tl.float32)
+    l_i = tl.zeros([NUM_HEADS_C], tl.float32)
+    acc = tl.zeros([NUM_HEADS_C, V_DIM_C], tl.float32)
+    if CONVERT == 2:  # full tiles unmasked, then one masked tail: 1.97 instead of 2.6 VALU/element
+        for tile_start in range(lo, full_end, BLOCK_N):
+            m_i, l_i, acc = _natural_tile(q_nope, q_rope, kv_ptr, scale_ptr, tile_start, hi,
+                                          kv_row_stride, scale_row_stride, qk_scale_log2, m_i, l_i,
+                                          acc, BLOCK_N, CONVERT, PIN, False)
+        if full_end < hi:
+            m_i, l_i, acc = _natural_tile(q_nope, q_rope, kv_ptr, scale_ptr, full_end, hi,
+                                          kv_row_stride, scale_row_stride, qk_scale_log2, m_i, l_i,
+                                          acc, BLOCK_N, CONVERT, PIN, True)
+    else:  # one masked loop: the second copy of the tile code makes the portable forms spill
+        for tile_start in range(lo, hi, BLOCK_N):
+            m_i, l_i, acc = _natural_tile(q_nope, q_rope, kv_ptr, scale_ptr, tile_start, hi,
+                                          kv_row_stride, scale_row_stride, qk_scale_log2, m_i, l_i,
+                                          acc, BLOCK_N, CONVERT, PIN, True)
+    return m_i, l_i, acc
+
+
+@triton.jit
+def _even_odd_split(q_rows, kv_ptr, scale_ptr, lo, full_end, hi, kv_row_stride, scale_row_stride,
+                    qk_scale_log2, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, PIN: tl.constexpr):
+    """Tiles [lo, hi) of one sequence in the EVEN_ODD layout -> (m, l, acc of the even
+    dims (16, 256), acc of the odd dims (16, 256))."""
+    pairs = tl.arange(0, V_DIM_C // 2)
+    rope_pairs = tl.arange(0, ROPE_C // 2)
+    q_even = tl.load(q_rows + 2 * pairs[None, :])
+    q_odd = tl.load(q_rows + 2 * pairs[None, :] + 1)
+    q_rope_even = tl.load(q_rows + V_DIM_C + 2 * rope_pairs[None, :])
+    q_rope_odd = tl.load(q_rows + V_DIM_C + 2 * rope_pairs[None, :] + 1)
+    m_i = tl.full([NUM_HEADS_C], float("-inf"), tl.float32)
+    l_i = tl.zeros([NUM_HEADS_C], tl.float32)
+    acc_even = tl.zeros([NUM_HEADS_C, V_DIM_C // 2], tl.float32)
+    acc_odd = tl.zeros([NUM_HEADS_C, V_DIM_C // 2], tl.float32)
+    for tile_start in range(lo, hi, BLOCK_N):  # one masked loop: a separate tail spills on sm_90
+        m_i, l_i, acc_even, acc_odd = _even_odd_tile(
+            q_even, q_odd, q_rope_even, q_rope_odd, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
+            scale_row_stride, qk_scale_log2, m_i, l_i, acc_even, acc_odd, BLOCK_N, CONVERT, PIN, True)
+    return m_i, l_i, acc_even, acc_odd
+
+
+@triton.jit
+def _store_rows(rows, dims, acc, l_i, range_ok, value_scale, DIRECT_OUT: tl.constexpr):
+    """acc (16, len(dims)) into columns `dims` of the 16 rows: normalized to bf16 (an
+    invalid range gives NaN, an empty one zeros) or, for a partial, as is."""
+    if DIRECT_OUT:
+        norm = tl.where(l_i > 0, value_scale / l_i, 0.0)
+        norm = tl.where(range_ok, norm, float("nan"))
+        tl.store(rows + dims[None, :], (acc * norm[:, None]).to(tl.bfloat16))
+    else:
+        tl.store(rows + dims[None, :], acc)
+
+
+@triton.jit
 def _mla_split_kernel(
-    ptr_table, q_ptr, kv_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr,
-    part_acc_ptr, part_ml_ptr,
-    total_kv, q_row_stride, q_head_stride, kv_row_stride, scale_row_stride, qk_scale_log2,
-    NUM_SPLITS: tl.constexpr, BLOCK_N: tl.constexpr, PTRS_FROM_TABLE: tl.constexpr,
-    SCORES_DOT_SCALED: tl.constexpr, PIN: tl.constexpr,
+    q_ptr, kv_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr, part_acc_ptr, part_ml_ptr,
+    total_kv, num_splits, q_row_stride, q_head_stride, kv_row_stride, scale_row_stride,
+    qk_scale_log2, value_scale,
+    BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, LAYOUT: tl.constexpr, PIN: tl.constexpr,
+    DIRECT_OUT: tl.constexpr,
 ):
     """One program: sequence b = program_id(1), KV split s = program_id(0).
 
     q_ptr      (batch, 16, 576) bf16, strides (q_row_stride, q_head_stride, 1)
-    kv_ptr     (total_kv, 288) e2m1 pairs as bytes, row stride kv_row_stride (bytes)
+    kv_ptr     (total_kv, 288) e2m1 pairs as bytes, row stride kv_row_stride bytes; the
+               NATURAL layout reads them as int32 words (4-byte aligned rows)
     scale_ptr  (>= total_kv, >= 18) e8m0 bytes, row stride scale_row_stride; only
                columns 0..17 of rows < total_kv are read
     qo_indptr  (batch + 1,) int32, must be 0, 1, ..., batch (q_seq_len = 1)
     kv_indptr  (batch + 1,) int32; sequence b owns KV rows [kv_indptr[b], kv_indptr[b+1])
-    out_ptr    (batch, 16, 512) bf16 contiguous; written when NUM_SPLITS == 1
-    part_acc   (batch, NUM_SPLITS, 16, 512) f32: unnormalized sum p * v, even dims in
-               [0, 256), odd dims in [256, 512); written when NUM_SPLITS > 1
-    part_ml    (batch, NUM_SPLITS, 2, 16) f32: running max (log2 units), sum of p
-    ptr_table  int64[6]: the six data pointers above, read instead of the pointer
-               arguments when PTRS_FROM_TABLE (graph replay with fresh inputs)
+    out_ptr    (batch, 16, 512) bf16 contiguous; written when DIRECT_OUT (one split)
+    part_acc   (batch, num_splits, 16, 512) f32: unnormalized sum of p * v (times
+               2^-LOG2_SHIFT); written unless DIRECT_OUT
+    part_ml    (batch, num_splits, 2, 16) f32: running max (raw score units, NaN for an
+               invalid range), sum of p
+    qk_scale_log2  sm_scale * log2(e) * 2^LOG2_SHIFT; value_scale 2^LOG2_SHIFT
 
     The program covers tiles [s * tiles_per_split, (s + 1) * tiles_per_split) of its
     sequence. A sequence with an invalid range (indptr decreasing or past total_kv, or
     qo_indptr not 0..batch) gets NaN; an empty one gets zeros.
     """
+    tl.static_assert((CONVERT >= 0) & (CONVERT <= 2), "CONVERT must be PORTABLE, PTX_SM90 or GFX950")
+    tl.static_assert((LAYOUT == 0) | (LAYOUT == 1), "LAYOUT must be NATURAL or EVEN_ODD")
     split = tl.program_id(0)
     seq = tl.program_id(1)
-    if PTRS_FROM_TABLE:
-        q_ptr = tl.multiple_of(tl.load(ptr_table + 0).to(tl.pointer_type(tl.bfloat16)), 16)
-        kv_ptr = tl.multiple_of(tl.load(ptr_table + 1).to(tl.pointer_type(tl.uint8)), 16)
-        scale_ptr = tl.load(ptr_table + 2).to(tl.pointer_type(tl.uint8))
-        qo_indptr_ptr = tl.load(ptr_table + 3).to(tl.pointer_type(tl.int32))
-        kv_indptr_ptr = tl.load(ptr_table + 4).to(tl.pointer_type(tl.int32))
-        out_ptr = tl.multiple_of(tl.load(ptr_table + 5).to(tl.pointer_type(tl.bfloat16)), 16)
-
     kv_start = tl.load(kv_indptr_ptr + seq)
     kv_end = tl.load(kv_indptr_ptr + seq + 1)
     q_ok = (tl.load(qo_indptr_ptr + seq) == seq) & (tl.load(qo_indptr_ptr + seq + 1) == seq + 1)
     range_ok = (kv_start >= 0) & (kv_start <= kv_end) & (kv_end <= total_kv) & q_ok
     kv_end = tl.where(range_ok, kv_end, kv_start)  # an invalid range reads nothing
     num_tiles = tl.cdiv(kv_end - kv_start, BLOCK_N)
-    tiles_per_split = tl.cdiv(num_tiles, NUM_SPLITS)
+    tiles_per_split = tl.cdiv(num_tiles, num_splits)
     lo = kv_start + split * tiles_per_split * BLOCK_N
     hi = tl.minimum(lo + tiles_per_split * BLOCK_N, kv_end)
+    full_end = lo + tl.maximum(hi - lo, 0) // BLOCK_N * BLOCK_N
 
     heads = tl.arange(0, NUM_HEADS_C)
-    half_dims = tl.arange(0, HALF_V_C)  # pair index within the 512 value dims
-    rope_pairs = tl.arange(0, HALF_ROPE_C)
     q_rows = q_ptr + seq * q_row_stride + heads[:, None] * q_head_stride
-    q_even = tl.load(q_rows + 2 * half_dims[None, :])
-    q_odd = tl.load(q_rows + 2 * half_dims[None, :] + 1)
-    q_rope_even = tl.load(q_rows + V_DIM_C + 2 * rope_pairs[None, :])
-    q_rope_odd = tl.load(q_rows + V_DIM_C + 2 * rope_pairs[None, :] + 1)
-    if SCORES_DOT_SCALED:
-        q_nope_t = tl.trans(tl.load(q_rows + tl.arange(0, V_DIM_C)[None, :]))
-        q_rope_t = tl.trans(tl.load(q_rows + V_DIM_C + tl.arange(0, ROPE_C)[None, :]))
-
-    tokens = tl.arange(0, BLOCK_N)
-    scale_cols = tl.arange(0, HALF_V_C // 16)
-    rope_scale_cols = tl.arange(0, HALF_ROPE_C // 16)
-    m_i = tl.full([NUM_HEADS_C], float("-inf"), tl.float32)
-    l_i = tl.zeros([NUM_HEADS_C], tl.float32)
-    acc_even = tl.zeros([NUM_HEADS_C, HALF_V_C], tl.float32)
-    acc_odd = tl.zeros([NUM_HEADS_C, HALF_V_C], tl.float32)
-    for tile_start in range(lo, hi, BLOCK_N):
-        rows = tile_start + tokens
-        row_ok = rows < hi
-        kv_rows = kv_ptr + rows.to(tl.int64)[:, None] * kv_row_stride
-        sc_rows = scale_ptr + rows.to(tl.int64)[:, None] * scale_row_stride
-        packed = tl.load(kv_rows + half_dims[None, :], mask=row_ok[:, None], other=0)
-        packed_rope = tl.load(kv_rows + HALF_V_C + rope_pairs[None, :], mask=row_ok[:, None], other=0)
-        scales = tl.load(sc_rows + scale_cols[None, :], mask=row_ok[:, None], other=0)
-        scales_rope = tl.load(sc_rows + HALF_V_C // 16 + rope_scale_cols[None, :],
-                              mask=row_ok[:, None], other=0)
-        k_even, k_odd = _dequant_e2m1(packed, scales, BLOCK_N, HALF_V_C)
-        k_even = _pin(k_even, PIN)
-        k_odd = _pin(k_odd, PIN)
-        if SCORES_DOT_SCALED:
-            scores_t = tl.dot_scaled(packed, scales, "e2m1", q_nope_t, None, "bf16")
-            scores_t = tl.dot_scaled(packed_rope, scales_rope, "e2m1", q_rope_t, None, "bf16",
-                                     acc=scores_t)
-            scores = tl.trans(scores_t) * (qk_scale_log2 / DEQUANT_SHIFT_C)  # true k, not k*2^-14
-        else:
-            kr_even, kr_odd = _dequant_e2m1(packed_rope, scales_rope, BLOCK_N, HALF_ROPE_C)
-            scores = tl.dot(q_even, tl.trans(k_even))
-            scores = tl.dot(q_odd, tl.trans(k_odd), scores)
-            scores = tl.dot(q_rope_even, tl.trans(kr_even), scores)
-            scores = tl.dot(q_rope_odd, tl.trans(kr_odd), scores)
-            scores = scores * qk_scale_log2
-        scores = tl.where(row_ok[None, :], scores, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(scores, axis=1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(scores - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        p_bf16 = p.to(tl.bfloat16)
-        acc_even = tl.dot(p_bf16, k_even, acc_even * alpha[:, None])
-        acc_odd = tl.dot(p_bf16, k_odd, acc_odd * alpha[:, None])
-        m_i = m_new
-
-    m_i = tl.where(range_ok, m_i, float("nan"))
-    if NUM_SPLITS == 1:
-        norm = tl.where(l_i > 0, DEQUANT_SHIFT_C / l_i, 0.0)
-        norm = tl.where(range_ok, norm, float("nan"))
-        out_rows = out_ptr + seq * (NUM_HEADS_C * V_DIM_C) + heads[:, None] * V_DIM_C
-        tl.store(out_rows + 2 * half_dims[None, :], (acc_even * norm[:, None]).to(tl.bfloat16))
-        tl.store(out_rows + 2 * half_dims[None, :] + 1, (acc_odd * norm[:, None]).to(tl.bfloat16))
+    part = seq * num_splits + split
+    # DIRECT_OUT: the normalized bf16 output rows; else this split's float32 partial rows
+    if DIRECT_OUT:
+        rows = out_ptr + seq * (NUM_HEADS_C * V_DIM_C) + heads[:, None] * V_DIM_C
     else:
-        part = seq * NUM_SPLITS + split
-        acc_rows = part_acc_ptr + part * (NUM_HEADS_C * V_DIM_C) + heads[:, None] * V_DIM_C
-        tl.store(acc_rows + half_dims[None, :], acc_even)
-        tl.store(acc_rows + HALF_V_C + half_dims[None, :], acc_odd)
-        tl.store(part_ml_ptr + part * (2 * NUM_HEADS_C) + heads, m_i)
+        rows = part_acc_ptr + part * (NUM_HEADS_C * V_DIM_C) + heads[:, None] * V_DIM_C
+    if LAYOUT == 0:
+        m_i, l_i, acc = _natural_split(q_rows, kv_ptr, scale_ptr, lo, full_end, hi, kv_row_stride,
+                                       scale_row_stride, qk_scale_log2, BLOCK_N, CONVERT, PIN)
+        _store_rows(rows, tl.arange(0, V_DIM_C), acc, l_i, range_ok, value_scale, DIRECT_OUT)
+    else:
+        m_i, l_i, acc_even, acc_odd = _even_odd_split(
+            q_rows, kv_ptr, scale_ptr, lo, full_end, hi, kv_row_stride, scale_row_stride,
+            qk_scale_log2, BLOCK_N, CONVERT, PIN)
+        pairs = tl.arange(0, V_DIM_C // 2)
+        _store_rows(rows, 2 * pairs, acc_even, l_i, range_ok, value_scale, DIRECT_OUT)
+        _store_rows(rows, 2 * pairs + 1, acc_odd, l_i, range_ok, value_scale, DIRECT_OUT)
+    if not DIRECT_OUT:
+        tl.store(part_ml_ptr + part * (2 * NUM_HEADS_C) + heads, tl.where(range_ok, m_i, float("nan")))
         tl.store(part_ml_ptr + part * (2 * NUM_HEADS_C) + NUM_HEADS_C + heads, l_i)
 
 
 @triton.jit
-def _mla_combine_kernel(ptr_table, out_ptr, part_acc_ptr, part_ml_ptr,
-                        NUM_SPLITS: tl.constexpr, PTRS_FROM_TABLE: tl.constexpr):
-    """Merge the splits of one (sequence, head, dim parity): grid (batch, 16, 2).
+def _mla_combine_kernel(out_ptr, part_acc_ptr, part_ml_ptr, qk_scale_log2, value_scale,
+                        NUM_SPLITS: tl.constexpr):
+    """Merge the splits of one (sequence, head): grid (batch, 16).
 
     Reads part_acc / part_ml as written by _mla_split_kernel and writes
-    out[seq, head, parity::2] = sum_s w_s acc_s / sum_s w_s l_s, w_s = 2^(m_s - max m).
+    out[seq, head, :] = value_scale * sum_s w_s acc_s / sum_s w_s l_s, with
+    w_s = 2^((m_s - max m) * qk_scale_log2).
     """
     seq = tl.program_id(0)
     head = tl.program_id(1)
-    parity = tl.program_id(2)
-    if PTRS_FROM_TABLE:
-        out_ptr = tl.load(ptr_table + 5).to(tl.pointer_type(tl.bfloat16))
-    splits = tl.arange(0, NUM_SPLITS)
-    parts = seq * NUM_SPLITS + splits
+    parts = seq * NUM_SPLITS + tl.arange(0, NUM_SPLITS)
     m = tl.load(part_ml_ptr + parts * (2 * NUM_HEADS_C) + head)
     l = tl.load(part_ml_ptr + parts * (2 * NUM_HEADS_C) + NUM_HEADS_C + head)
     invalid = tl.max((m != m).to(tl.int32), axis=0) > 0  # NaN marks an invalid range
     m = tl.where(m != m, float("-inf"), m)
     m_max = tl.max(m, axis=0)
-    weight = tl.where(m > float("-inf"), tl.exp2(m - m_max), 0.0)
+    weight = tl.where(m > float("-inf"), tl.exp2((m - m_max) * qk_scale_log2), 0.0)
     denom = tl.sum(weight * l, axis=0)
-    half_dims = tl.arange(0, HALF_V_C)
-    acc = tl.load(part_acc_ptr + (parts[:, None] * NUM_HEADS_C + head) * V_DIM_C
-                  + parity * HALF_V_C + half_dims[None, :])
+    dims = tl.arange(0, V_DIM_C)
+    acc = tl.load(part_acc_ptr + (parts[:, None] * NUM_HEADS_C + head) * V_DIM_C + dims[None, :])
     total = tl.sum(acc * weight[:, None], axis=0)
-    norm = tl.where(denom > 0, DEQUANT_SHIFT_C / denom, 0.0)
+    norm = tl.where(denom > 0, value_scale / denom, 0.0)
     norm = tl.where(invalid, float("nan"), norm)
-    out = out_ptr + (seq * NUM_HEADS_C + head) * V_DIM_C + 2 * half_dims + parity
-    tl.store(out, (total * norm).to(tl.bfloat16))
+    tl.store(out_ptr + (seq * NUM_HEADS_C + head) * V_DIM_C + dims, (total * norm).to(tl.bfloat16))
 
 
 # Compile-time constants the kernels read as globals (Triton accepts tl.constexpr globals).
 NUM_HEADS_C = tl.constexpr(NUM_HEADS)
 V_DIM_C = tl.constexpr(V_HEAD_DIM)
-HALF_V_C = tl.constexpr(V_HEAD_DIM // 2)
 ROPE_C = tl.constexpr(ROPE_DIM)
-HALF_ROPE_C = tl.constexpr(ROPE_DIM // 2)
-DEQUANT_SHIFT_C = tl.constexpr(DEQUANT_SHIFT)
 
 
 # =======================================================================================
@@ -361,6 +601,11 @@ def _mxfp4_operands(kv_data, device):
     return packed, scales
 
 
+def _word_aligned(packed):
+    """The kernels read the codes as int32 words: the rows must start on 4-byte boundaries."""
+    return packed.data_ptr() % WORD_BYTES == 0 and packed.stride(0) % WORD_BYTES == 0
+
+
 def _fp8_operands(kv_data, device):
     entry = kv_data.get("fp8")
     if entry is None:
@@ -379,158 +624,27 @@ def _fp8_operands(kv_data, device):
 
 
 # =======================================================================================
-# Triton path: plan (split choice, scratch, graph slots) and launch
+# Triton path: kernel variants, fallback, self-check, plans
 # =======================================================================================
 
 def _pow2_floor(value):
     return 1 << (max(int(value), 1).bit_length() - 1)
 
 
-class LaunchConfig(NamedTuple):
-    num_splits: int  # programs per sequence (power of two; 1 = no combine kernel)
+class Variant(NamedTuple):
+    """One compiled form of the split kernel (the combine kernel has no variants)."""
+    convert: int  # PORTABLE, PTX_SM90 or GFX950
+    layout: int  # NATURAL or EVEN_ODD
+    pin: int  # see _pin (portable conversion only)
     block_n: int  # KV tokens per tile
     num_warps: int
     num_stages: int
-    scores_dot_scaled: bool  # scores through tl.dot_scaled instead of the shared dequant
 
-
-# Launch table, measured on the H200 (results/h200_sweep_2_pin.json and
-# results/h200_sweep_3_final_table.json, 30 timed calls per case):
-# 64-token tiles with 4 warps beat 32 by 1.06-1.13x and 16 by 1.2-1.7x on every case whose
-# 64-token tiles can give every SM one; below that (batch 4 x 1024) 16-token tiles with two
-# per split are fastest (19.7 us against 26.9 for 64). 8 warps: 1.1-1.25x slower.
-# gfx950 takes the same table (spill-free in the AOT build, 328 VGPRs at 64 tokens);
-# unmeasured there.
-LARGE_TILE, SMALL_TILE = 64, 16
-NUM_WARPS = 4
-NUM_STAGES = {"cuda": 1, "hip": 2, "cpu": 1}  # sm_90: 1 stage 1.02-1.12x faster than 2
-
-
-def _triton_launch_config(batch, kv_len, num_sms, platform) -> LaunchConfig:
-    """The launch constants for one (batch, kv_len) on a platform with num_sms SMs / CUs.
-
-    Tiles of LARGE_TILE tokens when there are at least as many as SMs, else SMALL_TILE.
-    Splits: about two programs per SM (largest power of two <= 2*SMs / batch), and at
-    least two tiles per split.
-    """
-    block_n = LARGE_TILE if batch * -(-kv_len // LARGE_TILE) >= num_sms else SMALL_TILE
-    tiles = max(1, -(-kv_len // block_n))
-    num_splits = min(_pow2_floor(-(-2 * num_sms // batch)), _pow2_floor(tiles // 2))
-    return LaunchConfig(num_splits, block_n, NUM_WARPS, NUM_STAGES[platform], False)
-
-
-def _platform(device):
-    if device.type != "cuda":
-        return "cpu"
-    return "hip" if torch.version.hip else "cuda"
-
-
-PIN_BY_PLATFORM = {"cpu": 0, "cuda": 1, "hip": 2}  # see _pin
-
-
-class _GraphSlot:
-    """One replayable capture: pointer-table upload (pinned host -> device) + kernels."""
-
-    def __init__(self, device):
-        self.host_table = torch.zeros(PTR_TABLE_SLOTS, dtype=torch.int64, pin_memory=True)
-        self.host_view = self.host_table.numpy()
-        self.device_table = torch.zeros(PTR_TABLE_SLOTS, dtype=torch.int64, device=device)
-        self.graph = None
-        self.done = torch.cuda.Event()
-
-
-class _TritonPlan:
-    """Everything that depends on the shapes and layouts of one call, never on its data."""
-
-    GRAPH_SLOTS = 4
-
-    def __init__(self, batch, kv_len, total_kv, device, q_strides, kv_row_stride,
-                 scale_row_stride, sm_scale):
-        self.batch, self.total_kv, self.device = batch, total_kv, device
-        self.q_strides, self.kv_row_stride, self.scale_row_stride = q_strides, kv_row_stride, scale_row_stride
-        self.qk_scale_log2 = sm_scale * LOG2E * DEQUANT_SHIFT
-        platform = _platform(device)
-        num_sms = torch.cuda.get_device_properties(device).multi_processor_count \
-            if device.type == "cuda" else 4
-        self.config = _triton_launch_config(batch, kv_len, num_sms, platform)
-        self.pin = PIN_BY_PLATFORM[platform]
-        self.num_splits = self.config.num_splits
-        parts = batch * self.num_splits if self.num_splits > 1 else 1
-        self.part_acc = torch.empty(parts * NUM_HEADS * V_HEAD_DIM, dtype=torch.float32, device=device)
-        self.part_ml = torch.empty(parts * 2 * NUM_HEADS, dtype=torch.float32, device=device)
-        # Graph replay is opt-in: on the H200 plain launches were 3-7% faster on every case
-        # (the host launch cost hides under >= 18 us of kernel time, while the graph pays a
-        # pointer-table upload); it pays where launches cost more than the kernels take.
-        self.use_graphs = device.type == "cuda" and os.environ.get("MLA_GRAPHS") == "1"
-        self.slots = None
-        self.cursor = 0
-
-    def _launch(self, table, q, kv, scales, qo_indptr, kv_indptr, out):
-        from_table = table is not None
-        if from_table:  # every pointer comes from the table; any tensor fills the slots
-            q = kv = scales = qo_indptr = kv_indptr = out = table
-        else:
-            table = self.part_ml
-        _mla_split_kernel[(self.num_splits, self.batch)](
-            table, q, kv, scales, qo_indptr, kv_indptr, out, self.part_acc, self.part_ml,
-            self.total_kv, self.q_strides[0], self.q_strides[1], self.kv_row_stride,
-            self.scale_row_stride, self.qk_scale_log2,
-            NUM_SPLITS=self.num_splits, BLOCK_N=self.config.block_n, PTRS_FROM_TABLE=from_table,
-            SCORES_DOT_SCALED=self.config.scores_dot_scaled, PIN=self.pin,
-            num_warps=self.config.num_warps,
-            num_stages=self.config.num_stages)
-        if self.num_splits > 1:
-            _mla_combine_kernel[(self.batch, NUM_HEADS, 2)](
-                table, out, self.part_acc, self.part_ml, NUM_SPLITS=self.num_splits,
-                PTRS_FROM_TABLE=from_table, num_warps=4)
-
-    def _capture(self, first_slot):
-        """Capture every slot's graph (the kernels were compiled by the eager first run)."""
-        slots = [first_slot] + [_GraphSlot(self.device) for _ in range(self.GRAPH_SLOTS - 1)]
-        torch.cuda.synchronize(self.device)
-        for slot in slots:
-            slot.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(slot.graph):
-                slot.device_table.copy_(slot.host_table, non_blocking=True)
-                self._launch(slot.device_table, None, None, None, None, None, None)
-        self.slots = slots
-
-    def run(self, q, packed, scales, qo_indptr, kv_indptr):
-        out = torch.empty((self.batch, NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=self.device)
-        if not self.use_graphs:
-            self._launch(None, q, packed.view(torch.uint8), scales.view(torch.uint8), qo_indptr,
-                         kv_indptr, out)
-            return out
-        pointers = (q.data_ptr(), packed.data_ptr(), scales.data_ptr(), qo_indptr.data_ptr(),
-                    kv_indptr.data_ptr(), out.data_ptr())
-        if self.slots is None:
-            if pointers[0] % 16 or pointers[1] % 16:  # the table kernels assume aligned q, kv
-                self.use_graphs = False
-                _warn_once("unaligned", "inputs not 16-byte aligned: graph replay disabled")
-                return self.run(q, packed, scales, qo_indptr, kv_indptr)
-            return self._first_run(pointers, out)
-        slot = self.slots[self.cursor]
-        self.cursor = (self.cursor + 1) % self.GRAPH_SLOTS
-        if not slot.done.query():  # the table upload of this slot's last replay is pending
-            slot.done.synchronize()
-        slot.host_view[:] = pointers
-        slot.graph.replay()
-        slot.done.record()
-        return out
-
-    def _first_run(self, pointers, out):
-        """Eager run through the pointer table (compiles the kernels), then capture."""
-        slot = _GraphSlot(self.device)
-        slot.host_view[:] = pointers
-        slot.device_table.copy_(slot.host_table, non_blocking=True)
-        self._launch(slot.device_table, None, None, None, None, None, None)
-        slot.done.record()
-        try:
-            self._capture(slot)
-        except Exception as exc:  # noqa: BLE001 - reported, then the eager path carries on
-            self.use_graphs = False
-            _warn_once("capture", f"graph capture failed ({exc!r}); launching eagerly")
-        return out
+    def describe(self):
+        return (f"{CONVERT_NAMES.get(self.convert, self.convert)} conversion, "
+                f"{LAYOUT_NAMES.get(self.layout, self.layout)} layout, "
+                f"{self.block_n}-token tiles, "
+                f"{self.num_warps} warps, {self.num_stages} stage(s)")
 
 
 _WARNED = set()
@@ -542,10 +656,187 @@ def _warn_once(key, message):
         warnings.warn(f"submission: {message}", RuntimeWarning, stacklevel=3)
 
 
+def _platform(device):
+    if device.type != "cuda":
+        return "cpu"
+    return "hip" if torch.version.hip else "cuda"
+
+
+@functools.lru_cache(maxsize=None)
+def _arch(device):
+    """The device's architecture name (once per device: it sits on the dispatch path)."""
+    if device.type != "cuda":
+        return device.type
+    if torch.version.hip:
+        return torch.cuda.get_device_properties(device).gcnArchName.split(":")[0]
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}"
+
+
+# The native primitive and the tile layout of each architecture; everything else runs the
+# portable primitive in the NATURAL layout. sm_90 uses EVEN_ODD: NATURAL stages the tile
+# in 157 KB of shared memory there (one program per SM) and measured 1.2-1.7x slower
+# (results/h200_tune_natural.json against results/h200_tune_even_odd.json). On hip,
+# Triton 3.6 rejects inline asm inside a pipelined loop (num_stages >= 2), so hip
+# launches always run one stage.
+NATIVE_CONVERT = {"gfx950": GFX950, "sm_90": PTX_SM90}
+LAYOUT_BY_ARCH = {"sm_90": EVEN_ODD}
+PIN_BY_PLATFORM = {"cpu": 0, "cuda": 1, "hip": 2}
+PLAIN_BLOCK_N = 16
+PORTABLE_MAX_BLOCK_N = {"cuda": 32}  # 64-token portable tiles spill 76 bytes on sm_90 (triton 3.9)
+# Primitives that failed to build or disagreed with the portable one in this process.
+BROKEN_CONVERTS = set()
+
+
+def variants_for(arch, platform, block_n, num_warps, num_stages=1):
+    """The split kernel's variants for one launch shape, in the order they are tried.
+
+    Native conversion first (where the architecture has one), then the portable one with
+    the register pin (on NVIDIA in tiles of at most 32 tokens), and on hip, where inline asm has failed to build before (Triton 3.6's
+    pipeliner), the portable one without any asm in PLAIN_BLOCK_N-token tiles: the
+    plainest form, slow but spill-free in the AOT builds.
+    """
+    layout = LAYOUT_BY_ARCH.get(arch, NATURAL)
+    order = []
+    native = NATIVE_CONVERT.get(arch)
+    if native is not None and os.environ.get("MLA_CONVERT") != "portable":
+        order.append(Variant(native, layout, 0, block_n, num_warps, num_stages))
+    pin = PIN_BY_PLATFORM[platform]
+    portable_block_n = min(block_n, PORTABLE_MAX_BLOCK_N.get(platform, block_n))
+    order.append(Variant(PORTABLE, layout, pin, portable_block_n, num_warps, num_stages))
+    if platform == "hip":  # no inline asm at all, small tiles: spill-free without the pin
+        order.append(Variant(PORTABLE, layout, 0, PLAIN_BLOCK_N, num_warps, 1))
+    return order
+
+
+class SplitLaunch(NamedTuple):
+    """How one (batch, kv_len) is cut up: tile shape, programs per sequence, pipelining."""
+    block_n: int
+    num_warps: int
+    num_splits: int  # programs per sequence (power of two; 1 = output written directly)
+    num_stages: int = 1  # software pipelining of the tile loads (always 1 on hip)
+
+
+def default_launch(batch, kv_len, num_sms):
+    """64-token tiles with 4 warps when there are at least as many as SMs, else 16-token
+    tiles; about two programs per SM (a power of two) and at least two tiles per split."""
+    block_n = 64 if batch * -(-kv_len // 64) >= num_sms else 16
+    tiles = max(1, -(-kv_len // block_n))
+    num_splits = min(_pow2_floor(-(-2 * num_sms // batch)), _pow2_floor(tiles // 2))
+    return SplitLaunch(block_n, 4, num_splits)
+
+
+def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, part_acc,
+               part_ml, sm_scale):
+    """Launch the split kernel (grid: num_splits x batch) in one variant, then, with more
+    than one split, the combine kernel. packed / scales are the uint8 views."""
+    batch = out.shape[0]
+    shift = 2.0 ** LOG2_SHIFT[variant.convert]
+    qk_scale_log2 = sm_scale * LOG2E * shift
+    _mla_split_kernel[(num_splits, batch)](
+        q, packed, scales, qo_indptr, kv_indptr, out, part_acc, part_ml,
+        packed.shape[0], num_splits, q.stride(0), q.stride(1), packed.stride(0), scales.stride(0),
+        qk_scale_log2, shift,
+        BLOCK_N=variant.block_n, CONVERT=variant.convert, LAYOUT=variant.layout, PIN=variant.pin,
+        DIRECT_OUT=num_splits == 1, num_warps=variant.num_warps, num_stages=variant.num_stages)
+    if num_splits > 1:
+        _mla_combine_kernel[(batch, NUM_HEADS)](out, part_acc, part_ml, qk_scale_log2, shift,
+                                                NUM_SPLITS=num_splits, num_warps=4)
+
+
+def _partials(batch, num_splits, device):
+    """Scratch for the split kernel's partial results (one element each when unused)."""
+    parts = batch * num_splits if num_splits > 1 else 1
+    return (torch.empty(parts * NUM_HEADS * V_HEAD_DIM, dtype=torch.float32, device=device),
+            torch.empty(parts * 2 * NUM_HEADS, dtype=torch.float32, device=device))
+
+
+def _synthetic_case(device, block_n):
+    """A small MXFP4 input covering every code, both nibbles, uneven scales and a partial
+    tile: what a native primitive is checked on before its first use."""
+    gen = torch.Generator(device="cpu").manual_seed(20261130)
+    kv_len = 2 * block_n + 5
+    packed = torch.randint(0, 256, (2 * kv_len, PACKED_ROW_BYTES), dtype=torch.uint8, generator=gen)
+    scales = torch.randint(118, 134, (2 * kv_len, SCALE_COLS), dtype=torch.uint8, generator=gen)
+    q = torch.randn((2, NUM_HEADS, QK_HEAD_DIM), generator=gen).to(torch.bfloat16)
+    kv_indptr = torch.tensor([0, kv_len, 2 * kv_len], dtype=torch.int32)
+    qo_indptr = torch.arange(3, dtype=torch.int32)
+    return [t.to(device) for t in (q, packed, scales, qo_indptr, kv_indptr)]
+
+
+def self_check(variant, reference_variant, device):
+    """True when `variant` gives the same attention as `reference_variant` (the portable
+    primitive) on a synthetic input, two splits per sequence: every element finite and
+    within 8e-3 + 2e-2 * |reference|, the tolerance a kernel is held to against exact
+    attention."""
+    inputs = _synthetic_case(device, variant.block_n)
+    outs = []
+    for v in (variant, reference_variant):
+        out = torch.empty((2, NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=device)
+        _attention(v, 2, *inputs, out, *_partials(2, 2, device), 1.0 / math.sqrt(QK_HEAD_DIM))
+        outs.append(out.float())
+    got, want = outs
+    return bool(torch.isfinite(got).all()) and bool(((got - want).abs() <= 8e-3 + 2e-2 * want.abs()).all())
+
+
+class _TritonPlan:
+    """Everything that depends on the shapes and layouts of one call, never on its data:
+    the launch, the variants in fallback order, the chosen one, the scratch buffers."""
+
+    def __init__(self, batch, launch, device, sm_scale):
+        self.batch, self.device, self.sm_scale = batch, device, sm_scale
+        self.launch = launch
+        self.variants = variants_for(_arch(device), _platform(device), launch.block_n,
+                                     launch.num_warps, launch.num_stages)
+        self.variant = None  # chosen on the first run
+        self.part_acc, self.part_ml = _partials(batch, launch.num_splits, device)
+
+    def _launch(self, variant, *args):
+        _attention(variant, self.launch.num_splits, *args, self.part_acc, self.part_ml, self.sm_scale)
+
+    def _first_run(self, args):
+        """Try the variants in order; a native primitive must also pass self_check."""
+        failures = []
+        portable = next((v for v in self.variants if v.convert == PORTABLE), None)
+        for variant in self.variants:
+            if variant.convert in BROKEN_CONVERTS:
+                continue
+            try:
+                self._launch(variant, *args)
+                reference = portable or variant._replace(convert=PORTABLE, pin=0)
+                if variant.convert != PORTABLE and not self_check(variant, reference, self.device):
+                    BROKEN_CONVERTS.add(variant.convert)
+                    _warn_once(("mismatch", variant.convert),
+                               f"the {CONVERT_NAMES[variant.convert]} e2m1 conversion disagrees with the "
+                               f"portable one on the self-check; using the portable conversion from now on")
+                    continue
+            except Exception as exc:  # noqa: BLE001 - any build or launch failure: next variant
+                failures.append(f"{variant.describe()}: {type(exc).__name__}: {exc}"[:500])
+                _warn_once(("failed", variant), f"kernel variant failed ({failures[-1]}); "
+                                                f"falling back to the next one")
+                continue
+            self.variant = variant
+            return
+        raise RuntimeError("custom_kernel: no kernel variant could run:\n" + "\n".join(failures))
+
+    def run(self, q, packed, scales, qo_indptr, kv_indptr):
+        out = torch.empty((self.batch, NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=self.device)
+        args = (q, packed.view(torch.uint8), scales.view(torch.uint8), qo_indptr, kv_indptr, out)
+        if self.variant is None or self.variant.convert in BROKEN_CONVERTS:
+            self._first_run(args)
+        else:
+            self._launch(self.variant, *args)
+        return out
+
+
 # =======================================================================================
 # aiter path (MI355X with aiter): fp8 Q + fp8 KV persistent decode
 # =======================================================================================
-
+# Written against aiter at commit f3be04a (2026-03-04), the runner's build: the argument
+# names and order of get_mla_metadata_info_v1, get_mla_metadata_v1 (work_info_set before
+# work_indptr) and mla.mla_decode_fwd below are that version's; tests/test_aiter_glue.py
+# holds a test double with the same signatures.
+AITER_COMMIT = "f3be04a"
 AITER_ERROR = None  # why aiter is not used, when it is not
 
 
@@ -629,46 +920,99 @@ class _AiterPlan:
 
 
 def _quantize_fp8_per_tensor(q, dtype):
-    """Q to fp8 as the reference does it (bf16 arithmetic): (q8, float32 scale (1,))."""
+    """Q to fp8 as the reference does it (bf16 arithmetic): (q8 contiguous, float32 scale (1,)).
+
+    mla_decode_fwd reads Q as a dense (batch, 16, 576) array, whatever strides q has.
+    """
     finfo = torch.finfo(dtype)
     scale = q.abs().amax().clamp(min=1e-12) / finfo.max
-    q8 = (q / scale).clamp(min=finfo.min, max=finfo.max).to(dtype)
+    q8 = (q / scale).clamp(min=finfo.min, max=finfo.max).to(dtype).contiguous()
     return q8, scale.to(torch.float32).reshape(1)
 
 
 # =======================================================================================
 # Dispatch
 # =======================================================================================
+# A choice is ("aiter",) or ("triton", block_n, num_warps, num_splits, num_stages). `python eval.py
+# tune` on a GPU times every candidate of every benchmark case (checked first; unchecked
+# candidates are never ranked) and rewrites the block below for that GPU's architecture,
+# so a pasted file carries the measured choice. Cases missing from it follow the
+# prediction in predicted_choice.
+# --- BEGIN MEASURED DISPATCH ---
+MEASURED_DISPATCH = {
+}
+MEASURED_ON = {
+}
+# --- END MEASURED DISPATCH ---
 
 PATHS = ("triton", "aiter")
-# gfx950 with aiter: the seed's measured rule, batch * kv_len <= 65536 -> Triton.
-AITER_MIN_TOKENS = {"gfx950": 65536 + 1}
 
 
-@functools.lru_cache(maxsize=None)
-def _arch(device):
-    """The device's architecture name (once per device: it sits on the dispatch path)."""
-    if device.type != "cuda":
-        return device.type
-    if torch.version.hip:
-        return torch.cuda.get_device_properties(device).gcnArchName.split(":")[0]
-    major, minor = torch.cuda.get_device_capability(device)
-    return f"sm_{major}{minor}"
+def predicted_choice(batch, kv_len, device, num_sms):
+    """The choice where nothing was measured (docs/performance.md has the model).
+
+    Triton with the native conversion is predicted to beat aiter's fp8 decode on every
+    leaderboard case of the MI355X: it moves 306 bytes per token against 576 and needs
+    ~2 VALU lane-ops per element. If the native conversion is unavailable (it failed to
+    build or its self-check), the portable one is ~5x costlier in VALU and aiter is
+    predicted faster above 64k tokens in the batch (the seed's measured crossover).
+    """
+    arch = _arch(device)
+    native = NATIVE_CONVERT.get(arch)
+    if AITER is not None and (native is None or native in BROKEN_CONVERTS) \
+            and batch * kv_len > 65536:
+        return ("aiter",)
+    return ("triton", *default_launch(batch, kv_len, num_sms))
 
 
-def choose_path(batch, kv_len, device):
-    """'triton' or 'aiter' for one case; MLA_PATH overrides (aiter only where it imports)."""
+def choose(batch, kv_len, device):
+    """The choice for one case: MLA_PATH forces a path, else the measured table, else the
+    prediction. aiter is only ever chosen where it imports."""
     forced = os.environ.get("MLA_PATH")
     if forced is not None and forced not in PATHS:
         _fail(ValueError, f"MLA_PATH must be one of {PATHS}, got {forced!r}")
-    if AITER is None:
-        if forced == "aiter":
-            _fail(ValueError, f"MLA_PATH=aiter but aiter is unavailable: {AITER_ERROR}")
-        return "triton"
-    if forced:
-        return forced
-    threshold = AITER_MIN_TOKENS.get(_arch(device))
-    return "aiter" if threshold is not None and batch * kv_len >= threshold else "triton"
+    if forced == "aiter" and AITER is None:
+        _fail(ValueError, f"MLA_PATH=aiter but aiter is unavailable: {AITER_ERROR}")
+    num_sms = _num_sms(device)
+    choice = MEASURED_DISPATCH.get(_arch(device), {}).get((batch, kv_len))
+    if choice is None or (choice[0] == "aiter" and AITER is None):
+        choice = predicted_choice(batch, kv_len, device, num_sms)
+    if forced == "aiter":
+        return ("aiter",)
+    if forced == "triton" and choice[0] != "triton":
+        return ("triton", *default_launch(batch, kv_len, num_sms))
+    if choice[0] == "triton" and _one_stage_only(device) and SplitLaunch(*choice[1:]).num_stages != 1:
+        choice = ("triton", *SplitLaunch(*choice[1:])._replace(num_stages=1))
+    return choice
+
+
+def tune_candidates(batch, kv_len, device):
+    """Every choice `python eval.py tune` measures for one case: Triton with 16-, 32- and
+    64-token tiles, 4 or 8 warps, and half, the predicted and twice the predicted split
+    count (at least one tile per split), one pipeline stage, plus two stages for 64-token
+    tiles with 4 warps except on hip; aiter where it imports."""
+    num_sms = _num_sms(device)
+    base = default_launch(batch, kv_len, num_sms)
+    candidates = []
+    for block_n in (16, 32, 64):
+        tiles = max(1, -(-kv_len // block_n))
+        splits = sorted({min(_pow2_floor(tiles), max(1, base.num_splits * f // 2)) for f in (1, 2, 4)})
+        candidates += [("triton", block_n, warps, s, 1) for warps in (4, 8) for s in splits]
+        if block_n == 64 and not _one_stage_only(device):
+            candidates += [("triton", block_n, 4, s, 2) for s in splits]
+    if AITER is not None:
+        candidates.append(("aiter",))
+    return candidates
+
+
+def _one_stage_only(device):
+    """AMD: Triton 3.6 rejects inline asm inside a pipelined loop (see LAYOUT_BY_ARCH)."""
+    return _platform(device) == "hip" or _arch(device).startswith("gfx")
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(device):
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
 
 
 _PLANS = OrderedDict()
@@ -690,17 +1034,20 @@ def _plan(key, factory, qo_indptr=None, kv_indptr=None, total_kv=None):
 def custom_kernel(data: input_t) -> output_t:
     q, kv_data, qo_indptr, kv_indptr, batch, kv_len, sm_scale = _validate(data)
     device = q.device
-    if choose_path(batch, kv_len, device) == "aiter":
+    choice = choose(batch, kv_len, device)
+    if choice[0] == "aiter":
         kv8, kv_scale = _fp8_operands(kv_data, device)
         key = ("aiter", batch, kv8.shape[0], device, kv8.dtype)
         plan = _plan(key, lambda: _AiterPlan(AITER, batch, kv8.shape[0], device, AITER["fp8"], kv8.dtype),
                      qo_indptr, kv_indptr, kv8.shape[0])
         return plan.run(q, kv8, kv_scale, qo_indptr, kv_indptr, sm_scale)
     packed, scales = _mxfp4_operands(kv_data, device)
-    q_strides = (q.stride(0), q.stride(1))
-    key = ("triton", batch, kv_len, packed.shape[0], device, q_strides, packed.stride(0),
-           scales.stride(0), sm_scale)
-    plan = _plan(key, lambda: _TritonPlan(batch, kv_len, packed.shape[0], device, q_strides,
-                                          packed.stride(0), scales.stride(0), sm_scale),
+    if not _word_aligned(packed):
+        _warn_once("unaligned", "kv_data['mxfp4'][0] rows are not 4-byte aligned: copying them "
+                                "on every call (slow)")
+        packed = packed.contiguous() if packed.stride(0) % WORD_BYTES else packed.clone()
+    launch = SplitLaunch(*choice[1:])
+    key = ("triton", batch, launch, packed.shape[0], device, sm_scale)
+    plan = _plan(key, lambda: _TritonPlan(batch, launch, device, sm_scale),
                  qo_indptr, kv_indptr, packed.shape[0])
     return plan.run(q, packed, scales, qo_indptr, kv_indptr)

@@ -1,9 +1,13 @@
-"""The aiter path's plumbing, through a test double with aiter's signatures (from the notes).
+"""The aiter path's plumbing, through a test double with aiter's signatures at commit f3be04a
+(the runner's build; submission.AITER_COMMIT).
 
-The double checks argument shapes and dtypes, records every metadata build, and computes
-the a8w8 math from exactly the arguments it is given, so a wrong scale, indptr or buffer
-shows up in the output. Where real aiter imports (ROCm), the real thing is tested instead.
+The double's parameters are checked against the recorded f3be04a signatures (names and
+order), it checks argument shapes, dtypes and contiguity, records every metadata build, and
+computes the a8w8 math from exactly the arguments it is given, so a wrong scale, indptr or
+buffer shows up in the output. Where real aiter imports (ROCm), the real thing is tested too.
 """
+import inspect
+
 import pytest
 import torch
 
@@ -11,6 +15,23 @@ import reference as ref
 import submission
 
 HAS_REAL_AITER = submission.AITER is not None
+
+
+# aiter f3be04a (2026-03-04): parameter names in order (../shared/notes/leaderboard.md).
+F3BE04A_SIGNATURES = {
+    "get_mla_metadata_info_v1": ["batch_size", "max_seqlen_qo", "num_head_qo", "q_dtype", "kv_dtype",
+                                 "is_sparse", "fast_mode", "num_kv_splits", "intra_batch_mode"],
+    "get_mla_metadata_v1": ["qo_indptr", "kv_indptr", "kv_last_page_len", "num_heads_per_head_k",
+                            "num_heads_k", "is_causal", "work_metadata", "work_info_set", "work_indptr",
+                            "reduce_indptr", "reduce_final_map", "reduce_partial_map", "page_size",
+                            "kv_granularity", "max_seqlen_qo", "uni_seqlen_qo", "fast_mode",
+                            "max_split_per_batch", "intra_batch_mode", "dtype_q", "dtype_kv"],
+    "mla_decode_fwd": ["q", "kv_buffer", "o", "qo_indptr", "kv_indptr", "kv_indices", "kv_last_page_lens",
+                       "max_seqlen_q", "page_size", "nhead_kv", "sm_scale", "logit_cap", "num_kv_splits",
+                       "num_kv_splits_indptr", "work_meta_data", "work_indptr", "work_info_set",
+                       "reduce_indptr", "reduce_final_map", "reduce_partial_map", "q_scale", "kv_scale",
+                       "intra_batch_mode"],
+}
 
 
 class FakeAiter:
@@ -44,6 +65,7 @@ class FakeAiter:
                        reduce_partial_map=None, q_scale=None, kv_scale=None, intra_batch_mode=False):
         total_kv = kv_buffer.shape[0]
         assert q.dtype == kv_buffer.dtype == torch.float8_e4m3fn and q.shape[1:] == (16, 576)
+        assert q.is_contiguous(), "mla_decode_fwd reads q as a dense array"
         assert kv_buffer.shape == (total_kv, 1, 1, 576) and o.dtype == torch.bfloat16
         assert o.shape == (q.shape[0], 16, 512) and max_seqlen_q == 1 and (page_size, nhead_kv) == (1, 1)
         assert torch.equal(kv_indices, torch.arange(total_kv, dtype=torch.int32))
@@ -97,18 +119,54 @@ def test_aiter_path_needs_the_fp8_cache(fake):
         submission.custom_kernel(data)
 
 
-def test_dispatch_rule_on_gfx950_with_aiter(monkeypatch):
+def test_the_double_has_the_f3be04a_signatures():
+    assert submission.AITER_COMMIT == "f3be04a"
+    double = FakeAiter()
+    for name, method in (("get_mla_metadata_info_v1", double.metadata_info),
+                         ("get_mla_metadata_v1", double.metadata_fill), ("mla_decode_fwd", double.mla_decode_fwd)):
+        assert list(inspect.signature(method).parameters) == F3BE04A_SIGNATURES[name], name
+
+
+@pytest.mark.skipif(not HAS_REAL_AITER, reason="needs aiter on a ROCm GPU")
+def test_real_aiter_python_signatures_start_like_f3be04a():
+    from aiter.mla import mla_decode_fwd
+    names = list(inspect.signature(mla_decode_fwd).parameters)
+    assert names[:len(F3BE04A_SIGNATURES["mla_decode_fwd"])] == F3BE04A_SIGNATURES["mla_decode_fwd"]
+
+
+@pytestmark_double
+def test_non_contiguous_q_reaches_aiter_contiguous(fake):
+    data = ref.generate_input(2, 1, 32, seed=46, device=torch.device("cpu"))
+    wide = torch.zeros((2, 16, 640), dtype=torch.bfloat16)
+    wide[..., :576] = data[0]
+    q = wide[..., :576]
+    assert not q.is_contiguous()
+    out = submission.custom_kernel((q,) + tuple(data[1:]))
+    assert torch.equal(out, ref.emulated_a8w8(data))
+
+
+def test_dispatch_on_gfx950_with_aiter(monkeypatch):
+    """Predicted: Triton everywhere while the native conversion works; the seed's rule
+    (aiter above 64k tokens) once it is broken; a measured table overrides both."""
     monkeypatch.setattr(submission, "AITER", FakeAiter().api())
     monkeypatch.setattr(submission, "_arch", lambda device: "gfx950")
+    monkeypatch.setattr(submission, "BROKEN_CONVERTS", set())
     monkeypatch.delenv("MLA_PATH", raising=False)
     cpu = torch.device("cpu")
-    chosen = {(b, n): submission.choose_path(b, n, cpu) for b in (4, 32, 64, 256) for n in (1024, 8192)}
-    assert [k for k, v in chosen.items() if v == "aiter"] == [(32, 8192), (64, 8192), (256, 1024), (256, 8192)]
+    cases = [(b, n) for b in (4, 32, 64, 256) for n in (1024, 8192)]
+    assert all(submission.choose(b, n, cpu)[0] == "triton" for b, n in cases)
+    submission.BROKEN_CONVERTS.add(submission.GFX950)
+    chosen = {case: submission.choose(*case, cpu) for case in cases}
+    assert [k for k, v in chosen.items() if v == ("aiter",)] == [(32, 8192), (64, 8192), (256, 1024), (256, 8192)]
+    monkeypatch.setitem(submission.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("aiter",),
+                                                                  (256, 8192): ("triton", 64, 4, 8, 2)})
+    assert submission.choose(4, 1024, cpu) == ("aiter",)
+    assert submission.choose(256, 8192, cpu) == ("triton", 64, 4, 8, 1)  # hip runs one stage
     monkeypatch.setattr(submission, "_arch", lambda device: "sm_90")
-    assert submission.choose_path(256, 8192, cpu) == "triton"  # aiter only where the table says
+    assert submission.choose(256, 8192, cpu)[0] == "triton"  # aiter only where a rule says
     monkeypatch.setenv("MLA_PATH", "triton")
     monkeypatch.setattr(submission, "_arch", lambda device: "gfx950")
-    assert submission.choose_path(256, 8192, cpu) == "triton"
+    assert submission.choose(4, 1024, cpu)[0] == "triton"
 
 
 def test_aiter_absence_is_reported_not_fatal():

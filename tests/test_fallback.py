@@ -1,0 +1,90 @@
+"""A kernel variant that fails to build, or a native e2m1 primitive that disagrees with the
+portable one, never fails the submission: the plan warns once and uses the next variant.
+
+Both are injected here (a variant with an unknown conversion id, which the kernel's
+static_assert rejects at compile time; a pure-Triton stand-in for the NVIDIA primitive
+that swaps the two codes of every byte), so they run in the CPU interpreter and on a GPU.
+"""
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import reference as ref
+
+
+@triton.jit
+def _swapped_word_pairs(words, scale_bytes):
+    """Wrong on purpose: the portable pairs with the two codes of every byte swapped."""
+    import submission
+    scale = submission._scale_f32(scale_bytes)
+    r0 = submission._word_pairs_portable(words, scale, 0, 0)
+    r1 = submission._word_pairs_portable(words, scale, 1, 0)
+    r2 = submission._word_pairs_portable(words, scale, 2, 0)
+    r3 = submission._word_pairs_portable(words, scale, 3, 0)
+    swap = lambda r: ((r >> 16) & 0xFFFF) | (r << 16)  # noqa: E731
+    return swap(r0), swap(r1), swap(r2), swap(r3)
+
+
+@pytest.fixture
+def sub(fresh_plans, monkeypatch):
+    monkeypatch.setattr(fresh_plans, "BROKEN_CONVERTS", set())
+    monkeypatch.setattr(fresh_plans, "_WARNED", set())
+    return fresh_plans
+
+
+def use_variants(sub, monkeypatch, first):
+    """Make every plan try `first` (a function of the real list) before the real ones."""
+    real = sub.variants_for
+    monkeypatch.setattr(sub, "variants_for", lambda *args: [first(real(*args))] + real(*args))
+
+
+def test_a_variant_that_fails_to_build_falls_back_with_one_warning(sub, monkeypatch):
+    use_variants(sub, monkeypatch, lambda real: real[-1]._replace(convert=7))
+    data = ref.generate_input(2, 1, 40, seed=51)
+    with pytest.warns(RuntimeWarning, match="kernel variant failed") as record:
+        out = sub.custom_kernel(data)
+        sub.custom_kernel(data)
+    assert len([w for w in record if "kernel variant failed" in str(w.message)]) == 1
+    plan = next(iter(sub._PLANS.values()))
+    assert plan.variant == plan.variants[1]  # the first real variant
+    expected = ref.exact_attention(data)
+    assert bool(((out.float() - expected).abs() <= 8e-3 + 2e-2 * expected.abs()).all())
+
+
+def test_every_variant_failing_is_a_clear_error(sub, monkeypatch):
+    monkeypatch.setattr(sub, "variants_for", lambda *args: [sub.Variant(9, 0, 0, 16, 4, 1)])
+    with pytest.warns(RuntimeWarning), pytest.raises(RuntimeError, match="no kernel variant could run"):
+        sub.custom_kernel(ref.generate_input(2, 1, 40, seed=52))
+
+
+def test_a_wrong_native_primitive_is_caught_by_the_self_check(sub, monkeypatch):
+    monkeypatch.setattr(sub, "_word_pairs_sm90", _swapped_word_pairs)
+    use_variants(sub, monkeypatch, lambda real: real[0]._replace(convert=sub.PTX_SM90, layout=sub.NATURAL, pin=0))
+    data = ref.generate_input(2, 1, 70, seed=53)
+    with pytest.warns(RuntimeWarning, match="ptx-sm90 e2m1 conversion disagrees"):
+        out = sub.custom_kernel(data)
+    assert sub.PTX_SM90 in sub.BROKEN_CONVERTS
+    plan = next(iter(sub._PLANS.values()))
+    assert plan.variant.convert == sub.PORTABLE
+    expected = ref.exact_attention(data)
+    assert bool(((out.float() - expected).abs() <= 8e-3 + 2e-2 * expected.abs()).all())
+    sub._PLANS.clear()  # later plans skip the broken primitive without checking again
+    sub.custom_kernel(ref.generate_input(3, 1, 70, seed=54))
+    assert next(iter(sub._PLANS.values())).variant.convert == sub.PORTABLE
+
+
+def test_self_check_accepts_the_portable_primitive_against_itself(sub):
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    portable = sub.Variant(sub.PORTABLE, sub.NATURAL, 0, 16, 4, 1)
+    assert sub.self_check(portable, portable._replace(layout=sub.EVEN_ODD), device)
+
+
+def test_dispatch_prefers_aiter_for_big_cases_once_the_native_primitive_is_broken(sub, monkeypatch):
+    monkeypatch.setattr(sub, "AITER", {"fake": True})
+    monkeypatch.setattr(sub, "_arch", lambda device: "gfx950")
+    cpu = torch.device("cpu")
+    assert sub.choose(256, 8192, cpu)[0] == "triton"
+    sub.BROKEN_CONVERTS.add(sub.GFX950)
+    assert sub.choose(256, 8192, cpu) == ("aiter",)
+    assert sub.choose(4, 1024, cpu)[0] == "triton"
