@@ -1,6 +1,10 @@
-"""Helpers shared by reference.py and eval.py (same names as the leaderboard's utils.py).
+"""Helpers with the leaderboard's utils.py names and signatures (set_seed, get_device,
+verbose_allclose, verbose_allequal, match_reference, make_match_reference, clear_l2_cache,
+clear_l2_cache_large), so the runner's eval.py and reference.py work beside it.
 
-Runs on AMD (ROCm torch), NVIDIA (CUDA torch) and on a bare CPU.
+Runs on AMD (ROCm torch), NVIDIA (CUDA torch) and on a bare CPU. Beyond the runner's
+signatures, verbose_allclose / match_reference take max_mismatch_ratio, which defaults to
+the runner's rule for this problem (5% of elements may miss).
 """
 import random
 
@@ -30,11 +34,11 @@ def is_gpu_available() -> bool:
 @torch.no_grad()
 def verbose_allclose(received: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-05,
                      atol: float = 1e-08, max_print: int = 5,
-                     max_mismatch_ratio: float = 0.0) -> tuple[bool, list[str]]:
+                     max_mismatch_ratio: float = 0.05) -> tuple[bool, list[str]]:
     """Element-wise |received - expected| <= atol + rtol * |expected|, NaN/inf must agree.
 
     Passes when the fraction of mismatching elements is at most `max_mismatch_ratio`
-    (0.0: every element must match, as the generic runner rule; the MLA rule allows 5%).
+    (default 0.05: the runner's rule for MLA; 0.0: every element must match).
     Returns (ok, lines): lines name the count, the ratio, the maximum error and the first
     `max_print` mismatches with their index and both values.
     """
@@ -82,7 +86,7 @@ def verbose_allequal(received: torch.Tensor, expected: torch.Tensor,
 
 
 def match_reference(data, output, reference, rtol: float = 1e-05, atol: float = 1e-08,
-                    max_mismatch_ratio: float = 0.0) -> tuple[bool, str]:
+                    max_mismatch_ratio: float = 0.05) -> tuple[bool, str]:
     """The runner's default check_implementation: compare `output` with `reference(data)`."""
     expected = reference(data)
     good, lines = verbose_allclose(output, expected, rtol=rtol, atol=atol,
@@ -114,7 +118,7 @@ def cache_flush_bytes(device: torch.device) -> int:
     return max(4 * l2_bytes, 1 << 30)
 
 
-def clear_l2_cache() -> None:
+def clear_l2_cache_large() -> None:
     """Evict the GPU caches between timed runs, and keep the GPU as busy as the runner does.
 
     Overwrites a preallocated buffer (4x the last-level cache, at least 1 GiB; allocated
@@ -136,4 +140,4 @@ def clear_l2_cache() -> None:
         _cache_flush_buffer.fill_(random.randrange(1 << 30))
 
 
-clear_l2_cache_large = clear_l2_cache
+clear_l2_cache = clear_l2_cache_large  # the runner's smaller flush has this name
