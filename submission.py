@@ -753,25 +753,29 @@ def _partials(batch, num_splits, device):
 
 def _synthetic_case(device, block_n):
     """A small MXFP4 input covering every code, both nibbles, uneven scales and a partial
-    tile: what a native primitive is checked on before its first use."""
+    tile: what a native primitive is checked on before its first use. Well conditioned
+    (block scales 2^-4..2^0, scores of order one): with large values the softmax picks one
+    token, and a rounding difference between two equally right kernels flips which."""
     gen = torch.Generator(device="cpu").manual_seed(20261130)
     kv_len = 2 * block_n + 5
     packed = torch.randint(0, 256, (2 * kv_len, PACKED_ROW_BYTES), dtype=torch.uint8, generator=gen)
-    scales = torch.randint(118, 134, (2 * kv_len, SCALE_COLS), dtype=torch.uint8, generator=gen)
+    scales = torch.randint(123, 128, (2 * kv_len, SCALE_COLS), dtype=torch.uint8, generator=gen)
     q = torch.randn((2, NUM_HEADS, QK_HEAD_DIM), generator=gen).to(torch.bfloat16)
     kv_indptr = torch.tensor([0, kv_len, 2 * kv_len], dtype=torch.int32)
     qo_indptr = torch.arange(3, dtype=torch.int32)
     return [t.to(device) for t in (q, packed, scales, qo_indptr, kv_indptr)]
 
 
-def self_check(variant, reference_variant, device):
-    """True when `variant` gives the same attention as `reference_variant` (the portable
-    primitive) on a synthetic input, two splits per sequence: every element finite and
-    within 8e-3 + 2e-2 * |reference|, the tolerance a kernel is held to against exact
+def self_check(variant, device):
+    """True when `variant` gives the same attention as the portable primitive in the same
+    layout and tiles (so the same sums in the same order: the two differ only by exact
+    powers of two) on a synthetic input, two splits per sequence: every element finite and
+    within 8e-3 + 2e-2 * |portable|, the tolerance a kernel is held to against exact
     attention."""
     inputs = _synthetic_case(device, variant.block_n)
+    reference = variant._replace(convert=PORTABLE, pin=PIN_BY_PLATFORM[_platform(device)])
     outs = []
-    for v in (variant, reference_variant):
+    for v in (variant, reference):
         out = torch.empty((2, NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=device)
         _attention(v, 2, *inputs, out, *_partials(2, 2, device), 1.0 / math.sqrt(QK_HEAD_DIM))
         outs.append(out.float())
@@ -797,14 +801,12 @@ class _TritonPlan:
     def _first_run(self, args):
         """Try the variants in order; a native primitive must also pass self_check."""
         failures = []
-        portable = next((v for v in self.variants if v.convert == PORTABLE), None)
         for variant in self.variants:
             if variant.convert in BROKEN_CONVERTS:
                 continue
             try:
                 self._launch(variant, *args)
-                reference = portable or variant._replace(convert=PORTABLE, pin=0)
-                if variant.convert != PORTABLE and not self_check(variant, reference, self.device):
+                if variant.convert != PORTABLE and not self_check(variant, self.device):
                     BROKEN_CONVERTS.add(variant.convert)
                     _warn_once(("mismatch", variant.convert),
                                f"the {CONVERT_NAMES[variant.convert]} e2m1 conversion disagrees with the "

@@ -74,10 +74,15 @@ def test_a_wrong_native_primitive_is_caught_by_the_self_check(sub, monkeypatch):
     assert next(iter(sub._PLANS.values())).variant.convert == sub.PORTABLE
 
 
-def test_self_check_accepts_the_portable_primitive_against_itself(sub):
+@pytest.mark.parametrize("block_n", [16, 64])
+def test_self_check_passes_a_right_primitive(sub, block_n):
+    """A primitive that is right, at every tile size the dispatch uses: the check must not
+    fail spuriously (it once did, comparing 64-token against 32-token tiles on data so
+    large that the softmax followed rounding)."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    portable = sub.Variant(sub.PORTABLE, sub.NATURAL, 0, 16, 4, 1)
-    assert sub.self_check(portable, portable._replace(layout=sub.EVEN_ODD), device)
+    native = sub.NATIVE_CONVERT.get(sub._arch(device), sub.PORTABLE)
+    layout = sub.LAYOUT_BY_ARCH.get(sub._arch(device), sub.NATURAL)
+    assert sub.self_check(sub.Variant(native, layout, 0, block_n, 4, 1), device)
 
 
 def test_dispatch_prefers_aiter_for_big_cases_once_the_native_primitive_is_broken(sub, monkeypatch):
