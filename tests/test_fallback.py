@@ -8,22 +8,23 @@ that swaps the two codes of every byte), so they run in the CPU interpreter and 
 import pytest
 import torch
 import triton
-import triton.language as tl
+import triton.language as tl  # noqa: F401 - jit functions need tl among their globals
 
 import reference as ref
+from submission import _scale_f32, _word_pairs_portable
+
+
+@triton.jit
+def _swap_halves(pair):
+    return ((pair >> 16) & 0xFFFF) | (pair << 16)
 
 
 @triton.jit
 def _swapped_word_pairs(words, scale_bytes):
     """Wrong on purpose: the portable pairs with the two codes of every byte swapped."""
-    import submission
-    scale = submission._scale_f32(scale_bytes)
-    r0 = submission._word_pairs_portable(words, scale, 0, 0)
-    r1 = submission._word_pairs_portable(words, scale, 1, 0)
-    r2 = submission._word_pairs_portable(words, scale, 2, 0)
-    r3 = submission._word_pairs_portable(words, scale, 3, 0)
-    swap = lambda r: ((r >> 16) & 0xFFFF) | (r << 16)  # noqa: E731
-    return swap(r0), swap(r1), swap(r2), swap(r3)
+    scale = _scale_f32(scale_bytes)
+    return (_swap_halves(_word_pairs_portable(words, scale, 0, 0)), _swap_halves(_word_pairs_portable(words, scale, 1, 0)),
+            _swap_halves(_word_pairs_portable(words, scale, 2, 0)), _swap_halves(_word_pairs_portable(words, scale, 3, 0)))
 
 
 @pytest.fixture
