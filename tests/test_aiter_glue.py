@@ -150,12 +150,15 @@ def test_dispatch_on_gfx950_with_aiter(monkeypatch):
     (aiter above 64k tokens) once it is broken; a measured table overrides both."""
     monkeypatch.setattr(submission, "AITER", FakeAiter().api())
     monkeypatch.setattr(submission, "_arch", lambda device: "gfx950")
-    monkeypatch.setattr(submission, "BROKEN_CONVERTS", set())
+    monkeypatch.setattr(submission, "FAILED_VARIANTS", set())
     monkeypatch.delenv("MLA_PATH", raising=False)
     cpu = torch.device("cpu")
     cases = [(b, n) for b in (4, 32, 64, 256) for n in (1024, 8192)]
     assert all(submission.choose(b, n, cpu)[0] == "triton" for b, n in cases)
-    submission.BROKEN_CONVERTS.add(submission.GFX950)
+    for b, n in cases:  # the native variant of every predicted launch failed
+        launch = submission.default_launch(b, n, submission._num_sms(cpu))
+        submission.FAILED_VARIANTS.add(submission.variants_for("gfx950", "hip", launch.block_n,
+                                                               launch.num_warps, 1)[0])
     chosen = {case: submission.choose(*case, cpu) for case in cases}
     assert [k for k, v in chosen.items() if v == ("aiter",)] == [(32, 8192), (64, 8192), (256, 1024), (256, 8192)]
     monkeypatch.setitem(submission.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("aiter",),
