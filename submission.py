@@ -682,7 +682,7 @@ def _arch(device):
 NATIVE_CONVERT = {"gfx950": GFX950, "sm_90": PTX_SM90}
 LAYOUT_BY_ARCH = {"sm_90": EVEN_ODD}
 PIN_BY_PLATFORM = {"cpu": 0, "cuda": 1, "hip": 2}
-PLAIN_BLOCK_N = 16
+PLAIN_BLOCK_N = 16  # spill-free without the pin (32 spills on gfx950 with triton 3.6); self_check guards it
 PORTABLE_MAX_BLOCK_N = {"cuda": 32}  # 64-token portable tiles spill 76 bytes on sm_90 (triton 3.9)
 # Variants that failed to build or launch, or failed self_check, in this process.
 FAILED_VARIANTS = set()
@@ -718,9 +718,11 @@ class SplitLaunch(NamedTuple):
 
 
 def default_launch(batch, kv_len, num_sms):
-    """64-token tiles with 4 warps when there are at least as many as SMs, else 16-token
-    tiles; about two programs per SM (a power of two) and at least two tiles per split."""
-    block_n = 64 if batch * -(-kv_len // 64) >= num_sms else 16
+    """64-token tiles with 4 warps when there are at least as many as SMs, else 32-token
+    tiles; about two programs per SM (a power of two) and at least two tiles per split.
+    Not 16: 16-token tiles in the NATURAL layout gave wrong answers on the H200 (the PTX
+    conversion, and an earlier interleaving kernel), which self_check catches."""
+    block_n = 64 if batch * -(-kv_len // 64) >= num_sms else 32
     tiles = max(1, -(-kv_len // block_n))
     num_splits = min(_pow2_floor(-(-2 * num_sms // batch)), _pow2_floor(tiles // 2))
     return SplitLaunch(block_n, 4, num_splits)
