@@ -83,7 +83,7 @@ def kernel_variants(target_name):
         for variant in sub.variants_for(arch, platform, launch.block_n, launch.num_warps, launch.num_stages):
             consts = {"BLOCK_N": variant.block_n, "CONVERT": variant.convert, "LAYOUT": variant.layout, "PIN": variant.pin,
                       "DIRECT_OUT": launch.num_splits == 1}
-            seen.setdefault(("split", tuple(consts.items()), variant.num_warps),
+            seen.setdefault(("split", tuple(consts.items()), variant.num_warps, variant.num_stages),
                             (sub._mla_split_kernel, SPLIT_SIGNATURE, consts, variant.num_warps,
                              variant.num_stages))
         if launch.num_splits > 1:
@@ -198,11 +198,11 @@ def report(target_names) -> list:
 
 def print_rows(rows):
     print(f"{'target':<7} {'triton':<6} {'kernel':<20} {'convert':<9} {'BN':>3} {'pin':>3} {'out':>3} "
-          f"{'warps':>5} {'regs':>14} {'spills':>6} {'shared':>7} {'mma':>5} {'loop/elem':>9}  instructions")
+          f"{'warps':>5} {'stg':>3} {'regs':>14} {'spills':>6} {'shared':>7} {'mma':>5} {'loop/elem':>9}  instructions")
     for r in rows:
         head = (f"{r['target']:<7} {r['triton']:<6} {r['kernel']:<20} {r.get('convert', '-'):<9} "
                 f"{r.get('BLOCK_N', '-'):>3} {r.get('PIN', '-'):>3} {str(r.get('DIRECT_OUT', '-'))[0]:>3} "
-                f"{r['num_warps']:>5}")
+                f"{r['num_warps']:>5} {r['num_stages']:>3}")
         if "error" in r:
             print(f"{head} BUILD FAILED: {r['error'].splitlines()[-1][:200]}")
             continue
