@@ -999,6 +999,13 @@ def predicted_choice(batch, kv_len, device, num_sms):
     return ("triton", *launch)
 
 
+@functools.lru_cache(maxsize=256)
+def _cached_prediction(batch, kv_len, device, failures_so_far):
+    """predicted_choice, once per case and device (failures_so_far: recomputed after a
+    variant fails, which can change it)."""
+    return predicted_choice(batch, kv_len, device, _num_sms(device))
+
+
 def choose(batch, kv_len, device):
     """The choice for one case: MLA_PATH forces a path, else the measured table, else the
     prediction. aiter is only ever chosen where it imports."""
@@ -1010,7 +1017,7 @@ def choose(batch, kv_len, device):
     num_sms = _num_sms(device)
     choice = MEASURED_DISPATCH.get(_arch(device), {}).get((batch, kv_len))
     if choice is None or (choice[0] == "aiter" and AITER is None):
-        choice = predicted_choice(batch, kv_len, device, num_sms)
+        choice = _cached_prediction(batch, kv_len, device, len(FAILED_VARIANTS))
     if forced == "aiter":
         return ("aiter",)
     if forced == "triton" and choice[0] != "triton":

@@ -39,5 +39,7 @@ def fresh_plans():
     """Run with an empty plan cache and the default launch table, restored afterwards."""
     import submission
     submission._PLANS.clear()
+    submission._cached_prediction.cache_clear()
     yield submission
     submission._PLANS.clear()
+    submission._cached_prediction.cache_clear()

@@ -145,7 +145,7 @@ def test_non_contiguous_q_reaches_aiter_contiguous(fake):
     assert torch.equal(out, ref.emulated_a8w8(data))
 
 
-def test_dispatch_on_gfx950_with_aiter(monkeypatch):
+def test_dispatch_on_gfx950_with_aiter(fresh_plans, monkeypatch):
     """Predicted: Triton everywhere while the native conversion works; the seed's rule
     (aiter above 64k tokens) once it is broken; a measured table overrides both."""
     monkeypatch.setattr(submission, "AITER", FakeAiter().api())
@@ -166,6 +166,8 @@ def test_dispatch_on_gfx950_with_aiter(monkeypatch):
     assert submission.choose(4, 1024, cpu) == ("aiter",)
     assert submission.choose(256, 8192, cpu) == ("triton", 64, 4, 8, 1)  # hip runs one stage
     monkeypatch.setattr(submission, "_arch", lambda device: "sm_90")
+    monkeypatch.setitem(submission.MEASURED_DISPATCH, "sm_90", {})
+    submission._cached_prediction.cache_clear()
     assert submission.choose(256, 8192, cpu)[0] == "triton"  # aiter only where a rule says
     monkeypatch.setenv("MLA_PATH", "triton")
     monkeypatch.setattr(submission, "_arch", lambda device: "gfx950")

@@ -99,7 +99,7 @@ def test_self_check_fails_a_wrong_kernel(sub, monkeypatch):
     assert not sub.self_check(sub.Variant(sub.PTX_SM90, sub.NATURAL, 0, 16, 4, 1), device)
 
 
-def test_dispatch_prefers_aiter_for_big_cases_once_the_native_primitive_is_broken(sub, monkeypatch):
+def test_dispatch_prefers_aiter_for_big_cases_once_the_native_primitive_failed(sub, monkeypatch):
     monkeypatch.setattr(sub, "AITER", {"fake": True})
     monkeypatch.setattr(sub, "_arch", lambda device: "gfx950")
     cpu = torch.device("cpu")
