@@ -676,13 +676,13 @@ def _arch(device):
 # The native primitive and the tile layout of each architecture; everything else runs the
 # portable primitive in the NATURAL layout. sm_90 uses EVEN_ODD: NATURAL stages the tile
 # in 157 KB of shared memory there (one program per SM) and measured 1.2-1.7x slower
-# (results/h200_tune_natural.json against results/h200_tune_even_odd.json). On hip,
+# (results/h200_tune_natural.json against results/h200_tune_even_odd_1stage.json). On hip,
 # Triton 3.6 rejects inline asm inside a pipelined loop (num_stages >= 2), so hip
 # launches always run one stage.
 NATIVE_CONVERT = {"gfx950": GFX950, "sm_90": PTX_SM90}
 LAYOUT_BY_ARCH = {"sm_90": EVEN_ODD}
 PIN_BY_PLATFORM = {"cpu": 0, "cuda": 1, "hip": 2}
-PLAIN_BLOCK_N = 16  # spill-free without the pin (32 spills on gfx950 with triton 3.6); self_check guards it
+PLAIN_BLOCK_N = 16  # spill-free without the pin (32 spills on gfx950, triton 3.6); self_check guards it
 PORTABLE_MAX_BLOCK_N = {"cuda": 32}  # 64-token portable tiles spill 76 bytes on sm_90 (triton 3.9)
 # Variants that failed to build or launch, or failed self_check, in this process.
 FAILED_VARIANTS = set()
@@ -692,9 +692,9 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1):
     """The split kernel's variants for one launch shape, in the order they are tried.
 
     Native conversion first (where the architecture has one), then the portable one with
-    the register pin (on NVIDIA in tiles of at most 32 tokens), and on hip, where inline asm has failed to build before (Triton 3.6's
-    pipeliner), the portable one without any asm in PLAIN_BLOCK_N-token tiles: the
-    plainest form, slow but spill-free in the AOT builds.
+    the register pin (on NVIDIA in tiles of at most 32 tokens), and on hip, where inline
+    asm has failed to build before (Triton 3.6's pipeliner), the portable one without any
+    asm in PLAIN_BLOCK_N-token tiles: the plainest form, slow but spill-free.
     """
     layout = LAYOUT_BY_ARCH.get(arch, NATURAL)
     order = []
