@@ -17,9 +17,9 @@ launch. Two paths, chosen per (batch, kv_len) by the dispatch at the end of this
   mla_decode_fwd with metadata rebuilt whenever kv_indptr may have changed.
 
 Robustness on a GPU we cannot test on: each plan tries its kernel variants in a declared
-order (native primitive first, portable last) and falls back, with one warning, when one
-fails to compile or launch; a native primitive is checked against the portable one on
-synthetic data before its first use and dropped, with a warning, if they disagree.
+order (native primitive first, portable last); before its first use each variant must
+build, launch and match float32 attention on a synthetic input (self_check), else it is
+dropped with one warning and the next one runs.
 
 MLA_PATH=triton|aiter forces a path, MLA_CONVERT=portable forces the portable primitive,
 MLA_CHECK=1 checks the indptr values on every call (by default: on a plan's first call).
