@@ -14,6 +14,7 @@ check_implementation), and runnable without aiter and without a GPU:
   judged against it on the same quantized data it reads.
 """
 import math
+import warnings
 
 import torch
 
@@ -298,7 +299,9 @@ def _load_aiter():
     try:
         from aiter import get_mla_metadata_info_v1, get_mla_metadata_v1
         from aiter.mla import mla_decode_fwd
-    except ImportError:
+    except Exception as exc:  # noqa: BLE001 - aiter's import can fail in its JIT build, not only ImportError
+        warnings.warn(f"reference: aiter unavailable ({exc!r}); using the torch a8w8 emulation",
+                      RuntimeWarning)
         return None
     return mla_decode_fwd, get_mla_metadata_info_v1, get_mla_metadata_v1
 

@@ -1,30 +1,74 @@
-"""A kernel variant that fails to build, or a native e2m1 primitive that disagrees with the
-portable one, never fails the submission: the plan warns once and uses the next variant.
+"""The fallback: a kernel variant that fails to build or to launch, or disagrees with float32
+attention on the self-check, is dropped with one warning and the next variant runs; a
+host-side bug is NOT a fallback (it propagates); every variant failing is a clear error.
 
-Both are injected here (a variant with an unknown conversion id, which the kernel's
-static_assert rejects at compile time; a pure-Triton stand-in for the NVIDIA primitive
-that swaps the two codes of every byte), so they run in the CPU interpreter and on a GPU.
+The failures are injected here so they run in the CPU interpreter and on a GPU:
+* a build failure: 24-token tiles (tl.arange needs a power of two), rejected while the
+  kernel is built, after every host-side step succeeded;
+* wrong primitives: stand-ins for the sm_90 conversion built from the portable one (same
+  2^-64 output convention), each wrong by one small realistic defect (two bytes of a word
+  swapped, one code's sign, one block exponent), beside the unmodified stand-in as the
+  control that must pass.
 """
 import pytest
 import torch
 import triton
-import triton.language as tl  # noqa: F401 - jit functions need tl among their globals
+import triton.language as tl
 
 import reference as ref
-from submission import _scale_f32, _word_pairs_portable
+from submission import _bf16_bits, _bf16_halves, _scale_f32, _word_pairs_portable
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 @triton.jit
-def _swap_halves(pair):
-    return ((pair >> 16) & 0xFFFF) | (pair << 16)
+def _times_2_pow_m50(pair):
+    """A bf16 pair (portable convention, x 2^-14) in the sm_90 one (x 2^-64)."""
+    low, high = _bf16_halves(pair)
+    return _bf16_bits(low.to(tl.float32) * 8.881784197001252e-16) | \
+        (_bf16_bits(high.to(tl.float32) * 8.881784197001252e-16) << 16)
 
 
 @triton.jit
-def _swapped_word_pairs(words, scale_bytes):
-    """Wrong on purpose: the portable pairs with the two codes of every byte swapped."""
+def _stand_in(words, scale_bytes, DEFECT: tl.constexpr):
+    """The sm_90 primitive's contract from portable parts; DEFECT 0 is right, 1 swaps
+    bytes 1 and 2 of every word, 2 reads code 3 (1.5) as -1.5 in the low nibble of byte 0,
+    3 doubles the scale of blocks whose e8m0 byte is a multiple of 7."""
     scale = _scale_f32(scale_bytes)
-    return (_swap_halves(_word_pairs_portable(words, scale, 0, 0)), _swap_halves(_word_pairs_portable(words, scale, 1, 0)),
-            _swap_halves(_word_pairs_portable(words, scale, 2, 0)), _swap_halves(_word_pairs_portable(words, scale, 3, 0)))
+    if DEFECT == 2:
+        words = words ^ tl.where((words & 0xF) == 3, 0x8, 0)
+    if DEFECT == 3:
+        scale = tl.where(scale_bytes % 7 == 0, scale * 2.0, scale)
+    r0 = _times_2_pow_m50(_word_pairs_portable(words, scale, 0, 0))
+    r1 = _times_2_pow_m50(_word_pairs_portable(words, scale, 1, 0))
+    r2 = _times_2_pow_m50(_word_pairs_portable(words, scale, 2, 0))
+    r3 = _times_2_pow_m50(_word_pairs_portable(words, scale, 3, 0))
+    if DEFECT == 1:
+        return r0, r2, r1, r3
+    return r0, r1, r2, r3
+
+
+@triton.jit
+def _right(words, scale_bytes):
+    return _stand_in(words, scale_bytes, 0)
+
+
+@triton.jit
+def _bytes_swapped(words, scale_bytes):
+    return _stand_in(words, scale_bytes, 1)
+
+
+@triton.jit
+def _one_sign(words, scale_bytes):
+    return _stand_in(words, scale_bytes, 2)
+
+
+@triton.jit
+def _one_exponent(words, scale_bytes):
+    return _stand_in(words, scale_bytes, 3)
+
+
+WRONG_PRIMITIVES = {"bytes-swapped": _bytes_swapped, "one-sign": _one_sign, "one-exponent": _one_exponent}
 
 
 @pytest.fixture
@@ -40,63 +84,114 @@ def use_variants(sub, monkeypatch, first):
     monkeypatch.setattr(sub, "variants_for", lambda *args: [first(real(*args))] + real(*args))
 
 
-def test_a_variant_that_fails_to_build_falls_back_with_one_warning(sub, monkeypatch):
-    use_variants(sub, monkeypatch, lambda real: real[-1]._replace(convert=7))
-    data = ref.generate_input(2, 1, 40, seed=51)
-    with pytest.warns(RuntimeWarning, match="kernel variant failed") as record:
-        out = sub.custom_kernel(data)
-        sub.custom_kernel(data)
-    assert len([w for w in record if "kernel variant failed" in str(w.message)]) == 1
-    plan = next(iter(sub._PLANS.values()))
-    assert plan.variant == plan.variants[1]  # the first real variant
+def the_plan(sub):
+    return next(iter(sub._PLANS.values()))
+
+
+def assert_right(out, data):
     expected = ref.exact_attention(data)
     assert bool(((out.float() - expected).abs() <= 8e-3 + 2e-2 * expected.abs()).all())
 
 
+def sm90_stand_in_variant(sub, real):
+    return real[0]._replace(convert=sub.PTX_SM90, layout=sub.NATURAL, pin=0, split_tail=False)
+
+
+def test_a_variant_that_fails_to_build_falls_back_with_one_warning(sub, monkeypatch):
+    use_variants(sub, monkeypatch, lambda real: real[-1]._replace(block_n=24))
+    data = ref.generate_input(2, 1, 40, seed=51)
+    with pytest.warns(RuntimeWarning, match="kernel variant failed.*24-token tiles.*KernelLaunchError") as record:
+        out = sub.custom_kernel(data)
+        sub.custom_kernel(data)
+    assert len([w for w in record if "kernel variant failed" in str(w.message)]) == 1
+    plan = the_plan(sub)
+    assert plan.variant == plan.variants[1]  # the first real variant
+    assert_right(out, data)
+
+
+def test_a_host_side_bug_propagates_instead_of_falling_back(sub, monkeypatch):
+    """A KeyError in the launcher's own Python is a bug to see, not a variant to drop."""
+    monkeypatch.setattr(sub, "LOG2_SHIFT", {})
+    with pytest.raises(KeyError):
+        sub.custom_kernel(ref.generate_input(2, 1, 40, seed=55))
+    assert not sub.FAILED_VARIANTS
+
+
 def test_every_variant_failing_is_a_clear_error(sub, monkeypatch):
-    monkeypatch.setattr(sub, "variants_for", lambda *args: [sub.Variant(9, 0, 0, 16, 4, 1)])
+    monkeypatch.setattr(sub, "variants_for", lambda *args: [sub.Variant(sub.PORTABLE, sub.NATURAL, 0, 24, 4, 1)])
     with pytest.warns(RuntimeWarning), pytest.raises(RuntimeError, match="no kernel variant could run"):
         sub.custom_kernel(ref.generate_input(2, 1, 40, seed=52))
 
 
-def test_a_wrong_native_primitive_is_caught_by_the_self_check(sub, monkeypatch):
-    monkeypatch.setattr(sub, "_word_pairs_sm90", _swapped_word_pairs)
-    use_variants(sub, monkeypatch, lambda real: real[0]._replace(convert=sub.PTX_SM90, layout=sub.NATURAL, pin=0))
+def test_the_right_stand_in_passes_and_runs_without_fallback(sub, monkeypatch):
+    """The control: the stand-in without a defect is a right sm_90 primitive."""
+    monkeypatch.setattr(sub, "_word_pairs_sm90", _right)
+    use_variants(sub, monkeypatch, lambda real: sm90_stand_in_variant(sub, real))
     data = ref.generate_input(2, 1, 70, seed=53)
-    with pytest.warns(RuntimeWarning, match="ptx-sm90 conversion.*wrong answers on the self-check"):
+    out = sub.custom_kernel(data)
+    plan = the_plan(sub)
+    assert plan.variant == plan.variants[0] and not sub.FAILED_VARIANTS
+    assert_right(out, data)
+
+
+@pytest.mark.parametrize("defect", list(WRONG_PRIMITIVES))
+def test_a_slightly_wrong_native_primitive_is_caught_by_the_self_check(sub, monkeypatch, defect):
+    monkeypatch.setattr(sub, "_word_pairs_sm90", WRONG_PRIMITIVES[defect])
+    use_variants(sub, monkeypatch, lambda real: sm90_stand_in_variant(sub, real))
+    data = ref.generate_input(2, 1, 70, seed=53)
+    with pytest.warns(RuntimeWarning, match="ptx-sm90 conversion.*SelfCheckError.*wrong answers"):
         out = sub.custom_kernel(data)
-    plan = next(iter(sub._PLANS.values()))
+    plan = the_plan(sub)
     assert plan.variants[0] in sub.FAILED_VARIANTS and plan.variant == plan.variants[1]  # the first real one
-    expected = ref.exact_attention(data)
-    assert bool(((out.float() - expected).abs() <= 8e-3 + 2e-2 * expected.abs()).all())
+    assert_right(out, data)
     sub._PLANS.clear()  # later plans skip the failed variant without building it again
     sub.custom_kernel(ref.generate_input(2, 1, 70, seed=54))
-    plan = next(iter(sub._PLANS.values()))
-    assert plan.variant == plan.variants[1]
+    assert the_plan(sub).variant == the_plan(sub).variants[1]
 
 
-@pytest.mark.parametrize("block_n", [16, 64])
+@pytest.mark.parametrize("factor, passes", [(1.0, True), (1.005, True), (1.03, False), (0.97, False)])
+def test_self_check_tolerance_is_the_stated_one(sub, monkeypatch, factor, passes):
+    """A kernel whose output is off by a uniform 3% (1.5 x the relative tolerance) fails
+    the self-check; 0.5% (a quarter of it) passes."""
+    real = sub._attention
+
+    def scaled(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, *rest):
+        real(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, *rest)
+        out.mul_(factor)
+
+    monkeypatch.setattr(sub, "_attention", scaled)
+    variant = sub.Variant(sub.PORTABLE, sub.NATURAL, sub.PIN_BY_PLATFORM[sub._platform(DEVICE)], 32, 4, 1)
+    assert sub.self_check(variant, DEVICE) is passes
+
+
+def test_the_fallback_order_is_native_pinned_then_plain(sub):
+    """The declared order: the native conversion (in its split-tail loop on gfx950), the
+    portable one with the register pin, and on hip the plainest form (no asm, 16 tokens)."""
+    expected = {
+        ("gfx950", "hip"): [(sub.GFX950, sub.NATURAL, 0, 64, True), (sub.PORTABLE, sub.NATURAL, 2, 64, False),
+                            (sub.PORTABLE, sub.NATURAL, 0, sub.PLAIN_BLOCK_N, False)],
+        ("sm_90", "cuda"): [(sub.PTX_SM90, sub.EVEN_ODD, 0, 64, False), (sub.PORTABLE, sub.EVEN_ODD, 1, 32, False)],
+        ("cpu", "cpu"): [(sub.PORTABLE, sub.NATURAL, 0, 64, False)],
+    }
+    for (arch, platform), order in expected.items():
+        got = [(v.convert, v.layout, v.pin, v.block_n, v.split_tail) for v in sub.variants_for(arch, platform, 64, 4)]
+        assert got == order, arch
+
+
+@pytest.mark.parametrize("block_n", [32, 64])
 @pytest.mark.parametrize("layout_name", ["NATURAL", "EVEN_ODD"])
 def test_self_check_passes_the_portable_primitive(sub, layout_name, block_n):
     """The check must not fail a right kernel (it once did, comparing 64-token with 32-token
     tiles on data so large that the softmax followed rounding)."""
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    pin = sub.PIN_BY_PLATFORM[sub._platform(device)]
-    assert sub.self_check(sub.Variant(sub.PORTABLE, getattr(sub, layout_name), pin, block_n, 4, 1), device)
+    pin = sub.PIN_BY_PLATFORM[sub._platform(DEVICE)]
+    assert sub.self_check(sub.Variant(sub.PORTABLE, getattr(sub, layout_name), pin, block_n, 4, 1), DEVICE)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("block_n", [16, 64])
+@pytest.mark.parametrize("block_n", [32, 64])
 def test_self_check_on_the_native_primitive(sub, block_n):
-    device = torch.device("cuda")
-    variant = sub.variants_for(sub._arch(device), sub._platform(device), block_n, 4, 1)[0]
-    assert sub.self_check(variant, device) or variant.convert == sub.PORTABLE
-
-
-def test_self_check_fails_a_wrong_kernel(sub, monkeypatch):
-    monkeypatch.setattr(sub, "_word_pairs_sm90", _swapped_word_pairs)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    assert not sub.self_check(sub.Variant(sub.PTX_SM90, sub.NATURAL, 0, 16, 4, 1), device)
+    variant = sub.variants_for(sub._arch(DEVICE), sub._platform(DEVICE), block_n, 4, 1)[0]
+    assert sub.self_check(variant, DEVICE) or variant.convert == sub.PORTABLE
 
 
 def test_dispatch_prefers_aiter_for_big_cases_once_the_native_primitive_failed(sub, monkeypatch):
@@ -109,3 +204,4 @@ def test_dispatch_prefers_aiter_for_big_cases_once_the_native_primitive_failed(s
     sub.FAILED_VARIANTS.add(sub.variants_for("gfx950", "hip", launch.block_n, launch.num_warps, 1)[0])
     assert sub.choose(256, 8192, cpu) == ("aiter",)
     assert sub.choose(4, 1024, cpu)[0] == "triton"
+

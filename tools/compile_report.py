@@ -82,7 +82,7 @@ def kernel_variants(target_name):
     for launch in dispatched_launches(target_name):
         for variant in sub.variants_for(arch, platform, launch.block_n, launch.num_warps, launch.num_stages):
             consts = {"BLOCK_N": variant.block_n, "CONVERT": variant.convert, "LAYOUT": variant.layout, "PIN": variant.pin,
-                      "DIRECT_OUT": launch.num_splits == 1}
+                      "SPLIT_TAIL": variant.split_tail, "DIRECT_OUT": launch.num_splits == 1}
             seen.setdefault(("split", tuple(consts.items()), variant.num_warps, variant.num_stages),
                             (sub._mla_split_kernel, SPLIT_SIGNATURE, consts, variant.num_warps,
                              variant.num_stages))

@@ -1,0 +1,77 @@
+"""The dispatch: the measured table's entries are valid launches, choose() follows the table
+over the prediction, and the predicted launch keeps its documented invariants."""
+import pytest
+import torch
+
+import submission as sub
+
+CPU = torch.device("cpu")
+LEADERBOARD_CASES = [(4, 1024), (4, 8192), (32, 1024), (32, 8192), (64, 1024), (64, 8192),
+                     (256, 1024), (256, 8192)]
+BLOCK_NS, WARPS, STAGES = {16, 32, 64}, {4, 8}, {1, 2}
+
+
+def is_power_of_two(value):
+    return isinstance(value, int) and value >= 1 and value & (value - 1) == 0
+
+
+def assert_valid_choice(choice):
+    assert choice == ("aiter",) or (choice[0] == "triton" and len(choice) == 5), choice
+    if choice[0] == "triton":
+        launch = sub.SplitLaunch(*choice[1:])
+        assert launch.block_n in BLOCK_NS and launch.num_warps in WARPS and launch.num_stages in STAGES, choice
+        assert is_power_of_two(launch.num_splits), choice
+
+
+def test_measured_table_entries_are_valid_launches_with_provenance():
+    assert set(sub.MEASURED_DISPATCH) <= set(sub.MEASURED_ON)
+    for arch, table in sub.MEASURED_DISPATCH.items():
+        assert table, arch
+        for (batch, kv_len), choice in table.items():
+            assert isinstance(batch, int) and isinstance(kv_len, int) and batch >= 1 and kv_len >= 1
+            assert_valid_choice(choice)
+
+
+@pytest.fixture
+def on_arch(monkeypatch):
+    def use(arch, platform, num_sms):
+        monkeypatch.setattr(sub, "_arch", lambda device: arch)
+        monkeypatch.setattr(sub, "_platform", lambda device: platform)
+        monkeypatch.setattr(sub, "_num_sms", lambda device: num_sms)
+        sub._cached_prediction.cache_clear()
+    yield use
+    sub._cached_prediction.cache_clear()
+
+
+def test_choose_follows_the_measured_table(on_arch):
+    on_arch("sm_90", "cuda", 132)
+    for case, choice in sub.MEASURED_DISPATCH["sm_90"].items():
+        assert sub.choose(*case, CPU) == choice
+
+
+def test_choose_predicts_where_nothing_was_measured(on_arch, monkeypatch):
+    on_arch("gfx950", "hip", 256)
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("triton", 32, 8, 2, 1)})
+    assert sub.choose(4, 1024, CPU) == ("triton", 32, 8, 2, 1)
+    assert sub.choose(4, 8192, CPU) == ("triton", *sub.default_launch(4, 8192, 256))
+
+
+def test_hip_never_runs_two_stages(on_arch, monkeypatch):
+    """Triton 3.6's AMD pipeliner rejects the inline asm in a pipelined loop."""
+    on_arch("gfx950", "hip", 256)
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("triton", 64, 4, 16, 2)})
+    assert sub.choose(4, 1024, CPU) == ("triton", 64, 4, 16, 1)
+
+
+@pytest.mark.parametrize("num_sms", [4, 132, 256])
+@pytest.mark.parametrize("batch, kv_len", LEADERBOARD_CASES + [(2, 17), (3, 300)])
+def test_default_launch_invariants(batch, kv_len, num_sms):
+    """32- or 64-token tiles (16-token NATURAL tiles were wrong on the H200), 4 warps, a
+    power-of-two split count with at least two tiles per split when there are two tiles,
+    and no more programs than about two per SM."""
+    launch = sub.default_launch(batch, kv_len, num_sms)
+    assert launch.block_n in (32, 64) and launch.num_warps == 4 and launch.num_stages == 1
+    assert is_power_of_two(launch.num_splits)
+    tiles = -(-kv_len // launch.block_n)
+    assert tiles < 2 or tiles // launch.num_splits >= 2
+    assert launch.num_splits == 1 or batch * launch.num_splits <= 4 * num_sms
