@@ -14,9 +14,10 @@ CPU_CASES = [  # (batch, kv_len): a single token, odd lengths, a partial tile, s
 VARIANT_CASES = [(2, 1), (2, 64), (4, 129), (2, 300)]  # every loop path: tail only, full only, both
 LEADERBOARD = [(4, 1024, 4217), (4, 8192, 4220), (32, 1024, 5412), (32, 8192, 5415),
                (64, 1024, 1357), (64, 8192, 1360), (256, 1024, 9823), (256, 8192, 9826)]
-# A correct kernel sits near 5e-3 relative L2 error against float32 attention on the same
-# MXFP4 data (bf16 probabilities and output); a uniform 1% scale error gives 1.1e-2.
-REL_L2_BOUND = 8e-3
+# A correct kernel sits near 2e-3 relative L2 error against float32 attention on the same
+# MXFP4 data (bf16 probabilities and output; measured on the CPU cases with the shim's
+# round-to-nearest bf16 casts); a uniform 1% scale error gives 1.0e-2.
+REL_L2_BOUND = 5e-3
 
 
 def assert_matches_exact(out, data):
