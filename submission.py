@@ -21,12 +21,19 @@ order (native primitive first, portable last); before its first use each variant
 build, launch and match float32 attention on a synthetic input (self_check), else it is
 dropped with one warning and the next one runs.
 
+First-call tuning: on a GPU whose measured table (MEASURED DISPATCH below) lacks a case,
+the first call of that case (untimed on the runner) times the candidates the prediction
+ranks closest and keeps the fastest for the process; a short report goes to stderr.
+
 MLA_PATH=triton|aiter forces a path, MLA_CONVERT=portable forces the portable primitive,
-MLA_CHECK=1 checks the indptr values on every call (by default: on a plan's first call).
+MLA_CHECK=1 checks the indptr values on every call (by default: on a plan's first call),
+MLA_TUNE=0 turns first-call tuning off (1: also on a CPU), MLA_TABLE=0 ignores the table.
 """
 import functools
 import math
 import os
+import sys
+import time
 import warnings
 import weakref
 from collections import OrderedDict
@@ -1035,6 +1042,12 @@ MEASURED_ON = {
 PATHS = ("triton", "aiter")
 
 
+def measured_table(device):
+    """This architecture's measured choices; MLA_TABLE=0 ignores them (to measure what
+    first-call tuning finds without them)."""
+    return {} if os.environ.get("MLA_TABLE") == "0" else MEASURED_DISPATCH.get(_arch(device), {})
+
+
 def predicted_choice(batch, kv_len, device, num_sms):
     """The choice where nothing was measured (docs/performance.md has the model).
 
@@ -1061,16 +1074,19 @@ def _cached_prediction(batch, kv_len, device, failures_so_far):
 
 
 def choose(batch, kv_len, device):
-    """The choice for one case: MLA_PATH forces a path, else the measured table, else the
-    prediction. aiter is only ever chosen where it imports."""
+    """The choice for one case: MLA_PATH forces a path, else the measured table, else what
+    first-call tuning measured in this process (TUNED), else the prediction. aiter is only
+    ever chosen where it imports."""
     forced = os.environ.get("MLA_PATH")
     if forced is not None and forced not in PATHS:
         _fail(ValueError, f"MLA_PATH must be one of {PATHS}, got {forced!r}")
     if forced == "aiter" and AITER is None:
         _fail(ValueError, f"MLA_PATH=aiter but aiter is unavailable: {AITER_ERROR}")
     num_sms = _num_sms(device)
-    choice = MEASURED_DISPATCH.get(_arch(device), {}).get((batch, kv_len))
+    choice = measured_table(device).get((batch, kv_len))
     if choice is None or (choice[0] == "aiter" and AITER is None):
+        choice = TUNED.get((_arch(device), batch, kv_len))
+    if choice is None:
         choice = _cached_prediction(batch, kv_len, device, len(FAILED_VARIANTS))
     if forced == "aiter":
         return ("aiter",)
@@ -1110,6 +1126,176 @@ def _num_sms(device):
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
 
 
+# =======================================================================================
+# First-call tuning: measure the candidates on the machine itself
+# =======================================================================================
+# The runner makes one untimed, checked call per case before it times any, in one process
+# for all cases. On a GPU architecture whose measured table lacks the case, that call times
+# the candidates the prediction ranks closest (each built and self-checked first, the
+# last-level cache flushed before every timed run, device events around the call) and
+# keeps the fastest for the process. MLA_TUNE=0 turns it off, MLA_TUNE=1 allows it on a CPU
+# too (tests); the measured table always wins. Budgets: timed runs per case and in total;
+# builds, self-checks and first runs are counted apart (Triton's cache makes repeats free)
+# but bounded by a wall-clock total; past a budget the prediction is used.
+TUNED = {}  # (arch, batch, kv_len) -> the fastest choice measured in this process
+TUNE_MAX_CANDIDATES = 10
+TUNE_ROUNDS = 8  # timed runs per candidate at most
+TUNE_KEEP_WITHIN = 1.25  # after 3 rounds, drop candidates slower than this x the leader
+TUNE_CASE_TIMING_S = 0.5  # timed-run wall time per case
+TUNE_TOTAL_TIMING_S = 4.0  # timed-run wall time for the process
+TUNE_TOTAL_WALL_S = 120.0  # everything, builds included, for the process
+FLUSH_BYTES = 512 << 20  # 2x the MI355X's 256 MB memory-side cache (8x the H200's L2)
+FLUSH_REPEATS = 4  # ~0.3 ms of GPU work queued ahead of the start event hides the host's time
+TUNE_LOG = {"header": None, "cases": [], "spent_timing_s": 0.0, "spent_wall_s": 0.0, "printed": set()}
+_FLUSH = {}
+
+
+def _needs_tuning(batch, kv_len, device):
+    mode = os.environ.get("MLA_TUNE", "auto")
+    if mode == "0" or os.environ.get("MLA_PATH") is not None:
+        return False
+    if mode != "1" and device.type != "cuda":
+        return False
+    arch = _arch(device)
+    if (batch, kv_len) in measured_table(device) or (arch, batch, kv_len) in TUNED:
+        return False
+    return TUNE_LOG["spent_wall_s"] < TUNE_TOTAL_WALL_S and TUNE_LOG["spent_timing_s"] < TUNE_TOTAL_TIMING_S
+
+
+def ranked_candidates(batch, kv_len, device, limit=TUNE_MAX_CANDIDATES):
+    """The choices first-call tuning times, closest to the prediction first: 32- and
+    64-token tiles, 4 warps, half / the predicted / twice the predicted split count, two
+    pipeline stages where the platform allows; aiter where it imports."""
+    predicted = predicted_choice(batch, kv_len, device, _num_sms(device))
+    base = default_launch(batch, kv_len, _num_sms(device))
+    stages = (1,) if _one_stage_only(device) else (1, 2)
+    launches = set()
+    for block_n in (32, 64):
+        tiles = max(1, -(-kv_len // block_n))
+        for factor in (1, 2, 4):
+            splits = min(_pow2_floor(tiles), max(1, base.num_splits * factor // 2))
+            launches |= {SplitLaunch(block_n, 4, splits, n) for n in stages}
+
+    def distance(launch):
+        return ((launch.block_n != base.block_n) + abs(math.log2(launch.num_splits / base.num_splits))
+                + (launch.num_stages != base.num_stages))
+    order = sorted(launches, key=lambda launch: (distance(launch), launch.block_n != base.block_n, tuple(launch)))
+    ranked = [("triton", *launch) for launch in order]
+    if AITER is not None:
+        ranked.insert(0 if predicted[0] == "aiter" else 1, ("aiter",))
+    if predicted in ranked:
+        ranked.remove(predicted)
+    return [predicted, *ranked][:limit]
+
+
+def _flush_buffer(device):
+    if device not in _FLUSH:
+        _FLUSH[device] = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device=device)
+    return _FLUSH[device]
+
+
+def time_call_us(run, device):
+    """One timed run as the runner times it: the cache flush queued, device events around
+    the call, no synchronization before the start -> microseconds. On a CPU: wall clock."""
+    if device.type != "cuda":
+        start = time.perf_counter()
+        run()
+        return (time.perf_counter() - start) * 1e6
+    for value in range(FLUSH_REPEATS):
+        _flush_buffer(device).fill_(value)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    run()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3
+
+
+def _describe_choice(choice):
+    return "aiter" if choice[0] == "aiter" else "triton {}/{}/{}/{}".format(*choice[1:])
+
+
+def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, timer=time_call_us):
+    """Time the ranked candidates of one case and record the fastest in TUNED.
+
+    run_choice(choice) runs the call in that choice (building its plan on first use);
+    timer(run, device) -> microseconds of one run; clock() -> seconds (both injectable for
+    tests). A candidate that fails to build, launch or self-check is reported, never picked.
+    """
+    arch = _arch(device)
+    wall_start = clock()
+    _log_header(device)
+    entry = {"case": (batch, kv_len), "tried": [], "failed": [], "pick": None, "build_s": 0.0}
+    alive = []
+    for choice in ranked_candidates(batch, kv_len, device):
+        start = clock()
+        try:
+            run_choice(choice)  # build, self-check, first run: untimed
+        except (KernelLaunchError, RuntimeError) as exc:  # every variant failed, or aiter failed
+            entry["failed"].append((choice, str(exc).strip().splitlines()[-1][:160]))
+            continue
+        finally:
+            entry["build_s"] += clock() - start
+        alive.append([choice, []])
+    timing_start = clock()
+    for round_index in range(TUNE_ROUNDS):
+        for candidate in alive:
+            candidate[1].append(timer(lambda: run_choice(candidate[0]), device))
+        spent = clock() - timing_start
+        if round_index >= 2 and alive:
+            leader = min(sum(t) / len(t) for _, t in alive)
+            alive = [c for c in alive if sum(c[1]) / len(c[1]) <= TUNE_KEEP_WITHIN * leader] or alive
+        if spent > TUNE_CASE_TIMING_S or TUNE_LOG["spent_timing_s"] + spent > TUNE_TOTAL_TIMING_S:
+            break
+    TUNE_LOG["spent_timing_s"] += clock() - timing_start
+    measured = [(sum(t) / len(t), choice, len(t)) for choice, t in alive if t]
+    entry["tried"] = sorted(measured)
+    if measured:
+        entry["pick"] = min(measured)[1]
+        TUNED[(arch, batch, kv_len)] = entry["pick"]
+    entry["wall_s"] = clock() - wall_start
+    TUNE_LOG["spent_wall_s"] += entry["wall_s"]
+    TUNE_LOG["cases"].append(entry)
+    _print_new_report_lines()
+    return entry["pick"]
+
+
+def _log_header(device):
+    if TUNE_LOG["header"] is None:
+        aiter_state = f"aiter {AITER_COMMIT} (imported)" if AITER is not None else f"aiter: {AITER_ERROR}"
+        TUNE_LOG["header"] = (f"architecture {_arch(device)}, torch {torch.__version__}, "
+                              f"triton {triton.__version__}, {aiter_state}")
+
+
+def tuning_report():
+    """The report of this process's first-call tuning: architecture and versions, each
+    kernel variant that failed (with its error's last line), per case the candidates'
+    times and the pick. Plain text, one line per case plus the failures."""
+    if TUNE_LOG["header"] is None:
+        return ""
+    lines = ["submission: first-call tuning (MLA_TUNE=0 turns it off): " + TUNE_LOG["header"]]
+    for variant in sorted(FAILED_VARIANTS):
+        lines.append(f"  variant failed: {variant.describe()}")
+    for entry in TUNE_LOG["cases"]:
+        times = ", ".join(f"{_describe_choice(c)} {us:.1f}" for us, c, _ in entry["tried"][:6])
+        pick = _describe_choice(entry["pick"]) if entry["pick"] else "none: the prediction"
+        lines.append(f"  case {entry['case']}: pick {pick}; us: {times}; builds {entry['build_s']:.1f} s, "
+                     f"all {entry['wall_s']:.1f} s")
+        lines += [f"    failed {_describe_choice(c)}: {why}" for c, why in entry["failed"]]
+    lines.append(f"  spent: timed runs {TUNE_LOG['spent_timing_s']:.2f} of {TUNE_TOTAL_TIMING_S} s, "
+                 f"everything {TUNE_LOG['spent_wall_s']:.1f} of {TUNE_TOTAL_WALL_S} s")
+    return "\n".join(lines)
+
+
+def _print_new_report_lines():
+    """Print the report's lines not printed yet, as each case is tuned (a pool worker may
+    be terminated without running atexit). The running totals stay for tuning_report()."""
+    for line in tuning_report().splitlines()[:-1]:
+        if line not in TUNE_LOG["printed"]:
+            TUNE_LOG["printed"].add(line)
+            print(line, file=sys.stderr, flush=True)
+
+
 _PLANS = OrderedDict()
 MAX_PLANS = 32
 
@@ -1126,10 +1312,9 @@ def _plan(key, factory, qo_indptr=None, kv_indptr=None, total_kv=None):
     return plan
 
 
-def custom_kernel(data: input_t) -> output_t:
-    q, kv_data, qo_indptr, kv_indptr, batch, kv_len, sm_scale = _validate(data)
+def _run_choice(choice, q, kv_data, qo_indptr, kv_indptr, batch, sm_scale):
+    """One call in one choice: its plan (built on a miss) runs and returns a new output."""
     device = q.device
-    choice = choose(batch, kv_len, device)
     if choice[0] == "aiter":
         kv8, kv_scale = _fp8_operands(kv_data, device)
         key = ("aiter", batch, kv8.shape[0], device, kv8.dtype)
@@ -1146,3 +1331,12 @@ def custom_kernel(data: input_t) -> output_t:
     plan = _plan(key, lambda: _TritonPlan(batch, launch, device, sm_scale),
                  qo_indptr, kv_indptr, packed.shape[0])
     return plan.run(q, packed, scales, qo_indptr, kv_indptr)
+
+
+def custom_kernel(data: input_t) -> output_t:
+    q, kv_data, qo_indptr, kv_indptr, batch, kv_len, sm_scale = _validate(data)
+    device = q.device
+    if _needs_tuning(batch, kv_len, device):
+        tune_first_call(batch, kv_len, device, lambda choice: _run_choice(
+            choice, q, kv_data, qo_indptr, kv_indptr, batch, sm_scale))
+    return _run_choice(choose(batch, kv_len, device), q, kv_data, qo_indptr, kv_indptr, batch, sm_scale)

@@ -96,6 +96,18 @@ MUTATIONS = [
              "choice = None", ["tests/test_dispatch.py"]),
     mutation("predicted split count not a power of two", "_pow2_floor(tiles // 2))", "max(1, tiles // 2))",
              ["tests/test_dispatch.py"]),
+    # --- first-call tuning ---
+    mutation("tuning: a failed candidate is timed and can win", "            entry[\"failed\"].append((choice, str(exc).strip().splitlines()[-1][:160]))\n            continue",
+             "            entry[\"failed\"].append((choice, str(exc).strip().splitlines()[-1][:160]))",
+             ["tests/test_first_call_tuning.py", "-k", "never_picked"]),
+    mutation("tuning: the slowest candidate wins", 'entry["pick"] = min(measured)[1]', 'entry["pick"] = max(measured)[1]',
+             ["tests/test_first_call_tuning.py", "-k", "fastest"]),
+    mutation("tuning: runs even where the table has the case", "if (batch, kv_len) in measured_table(device) or (arch, batch, kv_len) in TUNED:",
+             "if (arch, batch, kv_len) in TUNED:", ["tests/test_first_call_tuning.py", "-k", "table_wins"]),
+    mutation("tuning: MLA_TUNE=0 ignored", 'if mode == "0" or os.environ.get("MLA_PATH") is not None:',
+             'if os.environ.get("MLA_PATH") is not None:', ["tests/test_first_call_tuning.py", "-k", "table_wins"]),
+    mutation("tuning: no case budget", "if spent > TUNE_CASE_TIMING_S or", "if False and spent > TUNE_CASE_TIMING_S or",
+             ["tests/test_first_call_tuning.py", "-k", "budget"]),
     # --- the runner's gates ---
     mutation("gate: a disallowed module through __import__", "from task import input_t, output_t",
              "from task import input_t, output_t\n_np = __import__(\"numpy\")", ["tests/test_submission_gates.py"]),

@@ -1,0 +1,168 @@
+"""First-call tuning (submission.tune_first_call) with a fake clock and fake timings: the
+ranking, the budgets, failing candidates never picked, the measured table first, MLA_TUNE,
+and the report. The real timer runs on a GPU in tests/test_kernel.py-style GPU runs and in
+`eval.py benchmark` (README: first-call overhead)."""
+import pytest
+import torch
+
+import reference as ref
+
+CPU = torch.device("cpu")
+
+
+class FakeClock:
+    """Seconds that advance only when a fake run says so."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def sub(fresh_plans, monkeypatch):
+    monkeypatch.setattr(fresh_plans, "TUNED", {})
+    monkeypatch.setattr(fresh_plans, "FAILED_VARIANTS", set())
+    monkeypatch.setattr(fresh_plans, "TUNE_LOG", {"header": None, "cases": [], "spent_timing_s": 0.0,
+                                                  "spent_wall_s": 0.0, "printed": set()})
+    monkeypatch.setattr(fresh_plans, "_arch", lambda device: "gfx950")
+    return fresh_plans
+
+
+def fake_world(sub, speed_us, clock, failing=(), build_s=1.0):
+    """run_choice and timer for tune_first_call: speed_us(choice) -> the time one run
+    takes; failing: choices whose first run raises like a plan whose variants all failed."""
+    built = set()
+    last = {}
+
+    def run_choice(choice):
+        if choice in failing:
+            raise RuntimeError("custom_kernel: no kernel variant could run:\nfake: build error at line 3")
+        if choice not in built:
+            built.add(choice)
+            clock.now += build_s
+        last["choice"] = choice
+
+    def timer(run, device):
+        run()
+        us = speed_us(last["choice"])
+        clock.now += us * 1e-6 + 1e-3  # the run plus the host's time around it
+        return us
+    return run_choice, timer
+
+
+def test_ranking_starts_with_the_prediction_and_stays_near_it(sub):
+    ranked = sub.ranked_candidates(64, 8192, CPU)
+    predicted = sub.predicted_choice(64, 8192, CPU, sub._num_sms(CPU))
+    assert ranked[0] == predicted and len(ranked) == len(set(ranked)) <= sub.TUNE_MAX_CANDIDATES
+    base = sub.SplitLaunch(*predicted[1:])
+    second = sub.SplitLaunch(*ranked[1][1:])
+    assert second.block_n == base.block_n  # one step away: the split count or the stages
+    assert all(c[0] == "triton" for c in ranked)  # no aiter on this machine
+
+
+def test_the_fastest_checked_candidate_is_picked_and_used(sub, monkeypatch):
+    clock = FakeClock()
+    ranked = sub.ranked_candidates(4, 1024, CPU)
+    fastest = ranked[3]
+    run_choice, timer = fake_world(sub, lambda c: 10.0 if c == fastest else 11.0, clock)  # none dropped
+    pick = sub.tune_first_call(4, 1024, CPU, run_choice, clock=clock, timer=timer)
+    assert pick == fastest and sub.TUNED[("gfx950", 4, 1024)] == fastest
+    assert sub.choose(4, 1024, CPU) == fastest
+    entry = sub.TUNE_LOG["cases"][0]
+    assert entry["build_s"] == pytest.approx(len(ranked))  # builds counted apart
+    assert entry["tried"][0][1] == fastest
+
+
+def test_a_candidate_that_fails_is_never_picked_and_is_reported(sub):
+    clock = FakeClock()
+    ranked = sub.ranked_candidates(4, 1024, CPU)
+    broken = ranked[1]
+    run_choice, timer = fake_world(sub, lambda c: 1.0 if c == broken else 20.0 + ranked.index(c), clock,
+                                   failing={broken})
+    pick = sub.tune_first_call(4, 1024, CPU, run_choice, clock=clock, timer=timer)
+    assert pick == ranked[0] and pick != broken
+    report = sub.tuning_report()
+    assert f"failed {sub._describe_choice(broken)}: fake: build error at line 3" in report
+
+
+def test_a_host_side_bug_is_not_swallowed(sub):
+    def run_choice(choice):
+        raise KeyError("bug")
+    with pytest.raises(KeyError):
+        sub.tune_first_call(4, 1024, CPU, run_choice, clock=FakeClock(), timer=lambda run, device: 1.0)
+
+
+def test_the_case_budget_stops_timing_and_slow_candidates_are_dropped(sub, monkeypatch):
+    clock = FakeClock()
+    ranked = sub.ranked_candidates(4, 1024, CPU)
+    runs = {}
+
+    def speed(choice):
+        runs[choice] = runs.get(choice, 0) + 1
+        return 100.0 if choice == ranked[0] else 300.0
+    run_choice, timer = fake_world(sub, speed, clock)
+    monkeypatch.setattr(sub, "TUNE_CASE_TIMING_S", 0.015)  # ~1.1 ms per run: a few rounds
+    sub.tune_first_call(4, 1024, CPU, run_choice, clock=clock, timer=timer)
+    assert runs[ranked[0]] < sub.TUNE_ROUNDS
+    assert max(runs[c] for c in ranked[1:]) <= 3  # 3x the leader: dropped after round 3
+
+
+def test_past_the_total_budget_the_prediction_is_used(sub, monkeypatch):
+    monkeypatch.setenv("MLA_TUNE", "1")
+    sub.TUNE_LOG["spent_timing_s"] = sub.TUNE_TOTAL_TIMING_S
+    assert not sub._needs_tuning(4, 1024, CPU)
+    sub.TUNE_LOG["spent_timing_s"] = 0.0
+    sub.TUNE_LOG["spent_wall_s"] = sub.TUNE_TOTAL_WALL_S
+    assert not sub._needs_tuning(4, 1024, CPU)
+    sub.TUNE_LOG["spent_wall_s"] = 0.0
+    assert sub._needs_tuning(4, 1024, CPU)
+
+
+def test_the_measured_table_wins_and_mla_tune_0_turns_it_off(sub, monkeypatch):
+    monkeypatch.setenv("MLA_TUNE", "1")
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("triton", 32, 4, 2, 1)})
+    assert not sub._needs_tuning(4, 1024, CPU) and sub._needs_tuning(4, 8192, CPU)
+    sub.TUNED[("gfx950", 4, 1024)] = ("triton", 64, 4, 8, 1)
+    assert sub.choose(4, 1024, CPU) == ("triton", 32, 4, 2, 1)
+    gpu = torch.device("cuda")  # a device object only: nothing runs on it
+    monkeypatch.delenv("MLA_TUNE")
+    assert sub._needs_tuning(4, 8192, gpu) and not sub._needs_tuning(4, 8192, CPU)  # default: GPUs only
+    monkeypatch.setenv("MLA_TUNE", "0")
+    assert not sub._needs_tuning(4, 8192, gpu)
+    monkeypatch.setenv("MLA_TUNE", "1")
+    monkeypatch.setenv("MLA_PATH", "triton")
+    assert not sub._needs_tuning(4, 8192, CPU)  # a forced path is not tuned
+
+
+def test_the_report_says_what_was_tried(sub):
+    clock = FakeClock()
+    ranked = sub.ranked_candidates(4, 1024, CPU)
+    run_choice, timer = fake_world(sub, lambda c: 10.0 + ranked.index(c), clock, failing={ranked[2]})
+    sub.FAILED_VARIANTS.add(sub.Variant(sub.GFX950, sub.NATURAL, 0, 64, 4, 1, True))
+    sub.tune_first_call(4, 1024, CPU, run_choice, clock=clock, timer=timer)
+    report = sub.tuning_report().splitlines()
+    assert report[0].startswith("submission: first-call tuning") and "architecture gfx950" in report[0]
+    assert f"triton {sub.__dict__['triton'].__version__}" in report[0]
+    assert any("variant failed: gfx950 conversion" in line for line in report)
+    case = next(line for line in report if line.startswith("  case (4, 1024)"))
+    assert f"pick {sub._describe_choice(ranked[0])};" in case and "10.0" in case and "builds" in case
+    assert any(line.startswith(f"    failed {sub._describe_choice(ranked[2])}") for line in report)
+    assert report[-1].startswith("  spent: timed runs") and len(report) <= 40
+
+
+def test_first_call_tuning_end_to_end_returns_the_right_answer(sub, monkeypatch):
+    """The real path on the interpreter: the first call tunes (timer on the host clock),
+    returns a correct result, and later calls use the pick without tuning again."""
+    monkeypatch.setenv("MLA_TUNE", "1")
+    monkeypatch.setattr(sub, "TUNE_MAX_CANDIDATES", 3)
+    monkeypatch.setattr(sub, "TUNE_ROUNDS", 2)
+    monkeypatch.setattr(sub, "_arch", lambda device: "cpu")
+    data = ref.generate_input(2, 1, 70, seed=61)
+    out = sub.custom_kernel(data)
+    assert ("cpu", 2, 70) in sub.TUNED and len(sub.TUNE_LOG["cases"]) == 1
+    expected = ref.exact_attention(data)
+    assert bool(((out.float() - expected).abs() <= 8e-3 + 2e-2 * expected.abs()).all())
+    sub.custom_kernel(data)
+    assert len(sub.TUNE_LOG["cases"]) == 1
