@@ -4,6 +4,8 @@
         exactly the runner's protocol: `key: value` lines on the fd, exit 0 / 112 (check
         failed) / 113 (bad case file) / 2 (bad arguments), POPCORN_SEED mixed into seeds,
         every case in one spawned worker process.
+    python eval.py --help
+        what each mode and flag does.
     python eval.py <mode> [case file] [--json PATH]
         the same lines on stdout, one progress line per case on stderr, then a table per
         case (mean/best/std in us, bytes the MXFP4 path must move, GB/s, and against the
@@ -11,7 +13,8 @@
         the geometric mean; --json writes the rows with device, versions, date and command.
         The case file defaults to tests.txt / benchmarks.txt on a GPU and to tests_cpu.txt
         on a machine without one, where the kernels run in Triton's interpreter (with
-        interpreter_shim) and the benchmark budgets are cut to a few seconds per case.
+        interpreter_shim), the table has no floor columns and each case's timed calls stop
+        after MLA_EVAL_CPU_BUDGET_S seconds of calls (default 5).
     python eval.py tune [case file] [--json PATH] [--runs N] [--no-write]
         for every case (default benchmarks.txt) and every candidate of
         submission.tune_candidates: one checked call (the runner's rule, and for Triton
@@ -19,11 +22,18 @@
         timed calls exactly as benchmark times them (default 30). Candidates that fail the
         check or do not run are reported and never ranked. The fastest per case is written
         into the MEASURED DISPATCH block of submission.py for this GPU's architecture
-        (unless --no-write), so the pasted file carries the measured choice.
+        (unless --no-write), so the pasted file carries the measured choice; the
+        architecture's other cases keep their entries.
+
+A case line is `batchsize: <int>; qseqlen: <int>; kvseqlen: <int>; seed: <int>` (the
+arguments of generate_input); any other line is reported on stderr, quoted, with exit 113
+before any case runs.
 """
+import ast
 import base64
 import dataclasses
 import datetime
+import io
 import json
 import math
 import multiprocessing
@@ -32,7 +42,9 @@ import platform
 import re
 import statistics
 import sys
+import textwrap
 import time
+import tokenize
 from pathlib import Path
 
 import torch
@@ -44,17 +56,39 @@ if not HAS_GPU:  # must be set before the worker imports triton / the submission
 from reference import check_implementation, generate_input  # noqa: E402
 from utils import clear_l2_cache_large, set_seed  # noqa: E402
 
-MODES = ("test", "benchmark", "leaderboard", "profile", "tune")
+MODES = {
+    "test": "check each case once: the runner's rule (|out - ref| <= 0.1 + 0.1 |ref| on 95% "
+            "of the elements); exit 112 when one fails",
+    "benchmark": "per case one checked call, then timed calls until the standard error is under "
+                 "0.1% of the mean; a table of the times",
+    "leaderboard": "benchmark with a fresh input (seed + 13) and a check on every timed call, "
+                   "as the leaderboard ranks",
+    "profile": "torch.profiler table of one call per case (base64 in benchmark.<i>.report)",
+    "tune": "check and time every candidate choice of submission.tune_candidates per case; "
+            "write the fastest into submission.py's MEASURED DISPATCH block",
+}
+FLAGS = {
+    "--json PATH": "benchmark, leaderboard, tune: also write the rows as JSON with device, "
+                   "versions, date and command",
+    "--runs N": "tune: timed calls per candidate (default 30)",
+    "--no-write": "tune: leave submission.py as it is",
+    "-h, --help": "this text",
+}
 HERE = Path(__file__).resolve().parent
 DEFAULT_CASES = {"test": "tests.txt", "benchmark": "benchmarks.txt",
                  "leaderboard": "benchmarks.txt", "profile": "benchmarks.txt", "tune": "benchmarks.txt"}
 CPU_CASES = "tests_cpu.txt"
 CASE_PATTERN = r"\s*([a-zA-Z_]\w*):\s*([a-zA-Z_]\w*|[+-]?[0-9]+)\s*"
+# generate_input's arguments (task.TestSpec): each case line gives each once, as an integer;
+# the sizes are at least 1.
+CASE_KEYS = ("batchsize", "qseqlen", "kvseqlen", "seed")
+CASE_SIZE_KEYS = ("batchsize", "qseqlen", "kvseqlen")
 MXFP4_BYTES_PER_TOKEN = 288 + 18  # e2m1 pairs + e8m0 scales
 # kind -> ((max_repeats, max_time_ns) of the warm-up on case 0, of each timed case), as the
-# runner; the CPU interpreter gets a few seconds per case.
+# runner; without a GPU max_time_ns is cut to MLA_EVAL_CPU_BUDGET_S (the interpreter is slow).
 BUDGETS = {"benchmark": ((100, 10e7), (1000, 50e9)), "leaderboard": ((100, 1e7), (100, 30e9))}
-CPU_MAX_TIME_NS = 5e9
+CPU_BUDGET_ENV = "MLA_EVAL_CPU_BUDGET_S"  # seconds of timed calls per case without a GPU
+CPU_BUDGET_DEFAULT_S = 5.0
 WALL_LIMIT_NS = 120e9
 
 
@@ -98,27 +132,55 @@ def _combine(a: int, b: int) -> int:
     return int(a + (a + b) * (a + b + 1) // 2)
 
 
+def _parse_case_line(line: str) -> tuple:
+    """-> (args, problems) of one case line; problems is [] when generate_input can take args.
+
+    Values are read as the runner reads them (integers, `true` / `false`, other words as
+    text); the problems are everything the runner would only find in its worker: a part
+    that is not `key: value` (a blank line included, as the runner), a key that is unknown,
+    missing or repeated, a value that is not an integer (a bool is not), a size below 1.
+    """
+    if not line.strip():
+        return {}, ["a blank line (the runner rejects it too)"]
+    pairs = []
+    for part in line.split(";"):
+        matched = re.fullmatch(CASE_PATTERN, part)
+        if not matched:
+            return {}, [f"'{part}' is not `key: value`"]
+        pairs.append((matched[1], matched[2]))
+    keys = [key for key, _ in pairs]
+    problems = [f"unknown key '{key}'" for key in keys if key not in CASE_KEYS]
+    problems += [f"key '{key}' given {keys.count(key)} times" for key in CASE_KEYS if keys.count(key) > 1]
+    problems += [f"missing key '{key}'" for key in CASE_KEYS if key not in keys]
+    args = {}
+    for key, text in pairs:
+        try:
+            value = int(text)
+        except ValueError:
+            value = {"true": True, "false": False}.get(text, text)
+        if key in CASE_KEYS and type(value) is not int:  # noqa: E721 - bool is an int subclass
+            problems.append(f"'{key}' must be an integer, not '{text}'")
+        elif key in CASE_SIZE_KEYS and value < 1:
+            problems.append(f"'{key}' must be at least 1, not {value}")
+        args[key] = value
+    return args, problems
+
+
 def get_test_cases(file_name: str, seed) -> list:
+    """The cases of a case file; any malformed line: message on stderr, exit 113."""
     try:
         content = Path(file_name).read_text()
     except OSError as exc:
         print(f"Could not open test file `{file_name}`: {exc}", file=sys.stderr)
         sys.exit(113)
     tests = []
-    for line in content.splitlines():
-        case = {}
-        for part in line.split(";"):
-            matched = re.fullmatch(CASE_PATTERN, part)
-            if not matched:
-                print(f"invalid test case: '{line}': '{part}'", file=sys.stderr)
-                sys.exit(113)
-            key, value = matched[1], matched[2]
-            try:
-                value = int(value)
-            except ValueError:
-                value = {"true": True, "false": False}.get(value, value)
-            case[key] = value
-        tests.append(TestCase(spec=line, args=case))
+    for number, line in enumerate(content.splitlines(), start=1):
+        args, problems = _parse_case_line(line)
+        if problems:
+            print(f"invalid test case: '{line}' (line {number} of {file_name}): {'; '.join(problems)}."
+                  f" A case line is `{'; '.join(f'{key}: <int>' for key in CASE_KEYS)}`.", file=sys.stderr)
+            sys.exit(113)
+        tests.append(TestCase(spec=line, args=args))
     if seed is not None:
         for test in tests:
             if "seed" in test.args:
@@ -149,6 +211,20 @@ def _clone_data(data):
 def _check(data, output):
     result = check_implementation(data, output)
     return result if isinstance(result, tuple) else (not bool(result), result)
+
+
+def _cpu_budget_s() -> float:
+    """Seconds of timed calls per case without a GPU (MLA_EVAL_CPU_BUDGET_S, default 5)."""
+    text = os.environ.get(CPU_BUDGET_ENV)
+    if text is None:
+        return CPU_BUDGET_DEFAULT_S
+    try:
+        budget_s = float(text)
+    except ValueError:
+        budget_s = -1.0
+    if not budget_s > 0:
+        raise ValueError(f"{CPU_BUDGET_ENV}={text!r}: expected a number of seconds above 0")
+    return budget_s
 
 
 def _synchronize():
@@ -194,7 +270,7 @@ def _timed_call(custom_kernel, data):
 def _run_single_benchmark(test: TestCase, recheck: bool, max_repeats: int, max_time_ns: float):
     from submission import custom_kernel
     if not HAS_GPU:
-        max_time_ns = min(max_time_ns, CPU_MAX_TIME_NS)
+        max_time_ns = min(max_time_ns, _cpu_budget_s() * 1e9)
     args = dict(test.args)
     data = generate_input(**args)
     check_copy = _clone_data(data)
@@ -382,6 +458,12 @@ def run_profiling(logger, pool, tests):
     return 0
 
 
+def fastest_checked(rows):
+    """The fastest candidate row that passed its check, or None: unchecked ones are never ranked."""
+    ranked = [row for row in rows if row.get("checked")]
+    return min(ranked, key=lambda row: row["mean_us"]) if ranked else None
+
+
 def run_tuning(pool, tests, runs):
     """-> {(batch, kv_len): candidate rows}; one progress line per case."""
     results = {}
@@ -389,10 +471,10 @@ def run_tuning(pool, tests, runs):
         start = time.time()
         rows = pool.apply(_run_tune_case, (test, runs))
         results[(test.args["batchsize"], test.args["kvseqlen"])] = rows
-        ranked = [r for r in rows if r.get("checked")]
-        best = min(ranked, key=lambda r: r["mean_us"]) if ranked else None
+        best = fastest_checked(rows)
         status = f"best {tuple(best['choice'])} {best['mean_us']:.1f} us" if best else "NO CANDIDATE PASSED"
-        _progress(idx, len(tests), test.spec, f"{len(ranked)}/{len(rows)} checked, {status}", time.time() - start)
+        checked = sum(1 for row in rows if row.get("checked"))
+        _progress(idx, len(tests), test.spec, f"{checked}/{len(rows)} checked, {status}", time.time() - start)
     return results
 
 
@@ -400,30 +482,61 @@ TABLE_BEGIN = "# --- BEGIN MEASURED DISPATCH ---"
 TABLE_END = "# --- END MEASURED DISPATCH ---"
 
 
+def _measured_block(source: str) -> str:
+    """The text between the MEASURED DISPATCH markers."""
+    return source.split(TABLE_BEGIN, 1)[1].split(TABLE_END, 1)[0]
+
+
+def _top_level_dicts(block: str) -> dict:
+    """{name: ast node} of the `NAME = {...}` assignments in a block."""
+    return {node.targets[0].id: node.value for node in ast.parse(block).body
+            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)}
+
+
 def measured_table(source: str) -> tuple:
     """(MEASURED_DISPATCH, MEASURED_ON) as written between the markers of submission.py."""
-    import ast
-    block = source.split(TABLE_BEGIN, 1)[1].split(TABLE_END, 1)[0]
-    values = {}
-    for node in ast.parse(block).body:
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            values[node.targets[0].id] = ast.literal_eval(node.value)
+    values = {name: ast.literal_eval(node) for name, node in _top_level_dicts(_measured_block(source)).items()}
     return values.get("MEASURED_DISPATCH", {}), values.get("MEASURED_ON", {})
 
 
+def measured_times_us(source: str) -> dict:
+    """{(arch, (batch, kv_len)): mean us} from the `# NN.N us` comments that end the entries of
+    MEASURED_DISPATCH (entries without one are left out)."""
+    block = _measured_block(source)
+    comments = {token.start[0]: token.string for token in tokenize.generate_tokens(io.StringIO(block).readline)
+                if token.type == tokenize.COMMENT}
+    table = _top_level_dicts(block).get("MEASURED_DISPATCH", ast.Dict(keys=[], values=[]))
+    times_us = {}
+    for arch_node, cases in zip(table.keys, table.values):
+        for case_node, choice_node in zip(cases.keys, cases.values):
+            matched = re.fullmatch(r"#\s*([0-9]+(?:\.[0-9]*)?)\s*us\s*", comments.get(choice_node.end_lineno, ""))
+            if matched:
+                times_us[(ast.literal_eval(arch_node), ast.literal_eval(case_node))] = float(matched[1])
+    return times_us
+
+
 def write_measured_table(path: Path, arch: str, best: dict, provenance: str) -> str:
-    """Replace `arch`'s entries of the MEASURED DISPATCH block of the file at `path`."""
+    """Merge `best` ({(batch, kv_len): (choice, mean us)}) into `arch`'s entries of the MEASURED
+    DISPATCH block of the file at `path`: each tuned case replaces its entry; the other cases
+    of `arch` and every other architecture stay, with their `# NN.N us` comments. `arch`'s
+    MEASURED_ON line becomes `provenance`, followed by the earlier one while earlier entries
+    remain. Returns the new block."""
     source = path.read_text()
     if TABLE_BEGIN not in source or TABLE_END not in source:
         raise ValueError(f"{path} has no {TABLE_BEGIN!r} ... {TABLE_END!r} block")
     table, measured_on = measured_table(source)
-    table[arch] = {case: tuple(choice) for case, (choice, _) in sorted(best.items())}
-    measured_on[arch] = provenance
+    times_us = measured_times_us(source)
+    kept = {case: choice for case, choice in table.get(arch, {}).items() if case not in best}
+    table[arch] = {**kept, **{case: tuple(choice) for case, (choice, _) in best.items()}}
+    times_us.update({(arch, case): mean_us for case, (_, mean_us) in best.items()})
+    earlier = measured_on.get(arch)
+    measured_on[arch] = f"{provenance}; other cases: {earlier}" if kept and earlier else provenance
     lines = [TABLE_BEGIN, "MEASURED_DISPATCH = {"]
     for name in sorted(table):
         lines.append(f"    {name!r}: {{")
         for case, choice in sorted(table[name].items()):
-            note = f"  # {best[case][1]:.1f} us" if name == arch and case in best else ""
+            time_us = times_us.get((name, case))
+            note = f"  # {time_us:.1f} us" if time_us is not None else ""
             lines.append(f"        {case!r}: {choice!r},{note}")
         lines.append("    },")
     lines.append("}")
@@ -443,9 +556,8 @@ def finish_tuning(results, pool, options, case_file) -> int:
         for row in sorted(rows, key=lambda r: r.get("mean_us", float("inf"))):
             timing = f"{row['mean_us']:9.1f} us" if row.get("checked") else f"not ranked: {row.get('error')}"
             print(f"  {str(tuple(row['choice'])):<28} {timing}  {row.get('variant', '')}")
-        ranked = [r for r in rows if r.get("checked")]
-        if ranked:
-            winner = min(ranked, key=lambda r: r["mean_us"])
+        winner = fastest_checked(rows)
+        if winner is not None:
             best[case] = (tuple(winner["choice"]), winner["mean_us"])
     env = pool.apply(_environment)
     arch = pool.apply(_device_arch)
@@ -455,13 +567,20 @@ def finish_tuning(results, pool, options, case_file) -> int:
         block = write_measured_table(HERE / "submission.py", arch, best, provenance)
         print(f"\nwrote {len(best)} measured choices for {arch} into submission.py:\n{block}")
     if options["json"]:
-        record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  "command": "python eval.py " + " ".join(sys.argv[1:]), "mode": "tune",
-                  "cases": case_file, **env, "arch": arch,
-                  "results": [{"batch": b, "kv_len": n, "candidates": rows} for (b, n), rows in results.items()],
-                  "best": [{"batch": b, "kv_len": n, "choice": list(c), "mean_us": t} for (b, n), (c, t) in best.items()]}
-        Path(options["json"]).write_text(json.dumps(record, indent=2) + "\n")
+        write_json(options["json"], "tune", case_file, env, arch=arch,
+                   results=[{"batch": batch, "kv_len": kv_len, "candidates": rows}
+                            for (batch, kv_len), rows in results.items()],
+                   best=[{"batch": batch, "kv_len": kv_len, "choice": list(choice), "mean_us": mean_us}
+                         for (batch, kv_len), (choice, mean_us) in best.items()])
     return 0 if len(best) == len(results) else 112
+
+
+def write_json(path, mode, case_file, env, **fields):
+    """One run as JSON: date, command, mode, case file, device and versions, then `fields`."""
+    record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "command": "python eval.py " + " ".join(sys.argv[1:]), "mode": mode, "cases": case_file,
+              **env, **fields}
+    Path(path).write_text(json.dumps(record, indent=2) + "\n")
 
 
 def _device_arch() -> str:
@@ -513,11 +632,41 @@ def print_table(rows, floors, file=sys.stdout):
 
 
 USAGE = (f"usage: python eval.py {{{','.join(MODES)}}} [case file] [--json PATH] "
-         "[--runs N (tune)] [--no-write (tune)]")
+         "[--runs N (tune)] [--no-write (tune)]; python eval.py --help says more")
+
+
+def _help_items(items: dict) -> list:
+    """`  name         text` lines, the text wrapped under itself."""
+    return [textwrap.fill(text, width=92, initial_indent=f"  {name:<12} ", subsequent_indent=" " * 15)
+            for name, text in items.items()]
+
+
+HELP = "\n".join([
+    f"usage: python eval.py {{{','.join(MODES)}}} [case file] [options]",
+    "",
+    "The case file defaults to tests.txt (test) or benchmarks.txt (the other modes) on a GPU,",
+    "and to tests_cpu.txt without one (the kernels then run in Triton's interpreter).",
+    "",
+    "modes:",
+    *_help_items(MODES),
+    "",
+    "options:",
+    *_help_items(FLAGS),
+    "",
+    "environment: POPCORN_FD=<fd> writes the protocol lines to that fd, as the leaderboard's",
+    "runner (exit 0 pass, 112 a check failed, 113 a malformed case line, 2 bad arguments);",
+    "POPCORN_SEED=<int> is mixed into every case seed; MLA_EVAL_CPU_BUDGET_S (default 5) caps",
+    "the seconds of timed calls per case without a GPU.",
+])
 
 
 def _parse_args(argv, popcorn):
     """-> (mode, case file, options) or an exit code."""
+    if popcorn and len(argv) < 2:
+        return 2  # the runner's rule
+    if "-h" in argv or "--help" in argv:
+        print(HELP)
+        return 0
     options = {"json": None, "runs": 30, "write": True}
     for flag, key, convert in (("--json", "json", str), ("--runs", "runs", int)):
         if flag in argv:
@@ -528,10 +677,15 @@ def _parse_args(argv, popcorn):
                 print(f"{flag} needs a value; {USAGE}", file=sys.stderr)
                 return 2
             argv = argv[:i] + argv[i + 2:]
+    if options["runs"] < 1:
+        print(f"--runs needs at least 1 timed call, not {options['runs']}", file=sys.stderr)
+        return 2
     if "--no-write" in argv:
         options["write"] = False
         argv = [a for a in argv if a != "--no-write"]
-    if popcorn and len(argv) < 2:
+    unknown = [a for a in argv if a.startswith("-")]
+    if unknown:
+        print(f"unknown option {unknown[0]}; {USAGE}", file=sys.stderr)
         return 2
     if not argv or argv[0] not in MODES:
         print(USAGE, file=sys.stderr)
@@ -548,6 +702,11 @@ def main():
         return parsed
     mode, case_file, options = parsed
     json_path = options["json"]
+    try:
+        _cpu_budget_s()
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     seed = os.getenv("POPCORN_SEED")
     os.environ.pop("POPCORN_SEED", None)
     seed = int(seed) if seed else None
@@ -567,12 +726,10 @@ def main():
             if fd:
                 return code
     rows = summary_rows(results, floors)
-    print_table(rows, floors)
+    if rows:
+        print_table(rows, floors)
     if json_path:
-        record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  "command": "python eval.py " + " ".join(sys.argv[1:]), "mode": mode,
-                  "cases": case_file, **_environment(), "floors": floors, "rows": rows}
-        Path(json_path).write_text(json.dumps(record, indent=2) + "\n")
+        write_json(json_path, mode, case_file, _environment(), floors=floors, rows=rows)
     return code
 
 

@@ -15,15 +15,16 @@ HARNESS_FILES = ("eval.py", "reference.py", "utils.py", "task.py", "interpreter_
 ONE_CASE = "batchsize: 2; qseqlen: 1; kvseqlen: 40; seed: 7\n"
 
 
-def run_eval(workdir, mode, cases_text, env_extra=None, popcorn=True):
-    """Run eval.py in workdir; returns (exit code, protocol lines as dict, stdout, stderr)."""
+def run_eval(workdir, mode, cases_text, env_extra=None, popcorn=True, args=()):
+    """Run `eval.py mode cases.txt *args` in workdir; returns (exit code, protocol lines as dict,
+    stdout, stderr)."""
     case_file = workdir / "cases.txt"
     case_file.write_text(cases_text)
     env = {**os.environ, **(env_extra or {})}
     read_fd, write_fd = os.pipe()
     if popcorn:
         env["POPCORN_FD"] = str(write_fd)
-    proc = subprocess.Popen([sys.executable, "eval.py", mode, str(case_file)], cwd=workdir, env=env,
+    proc = subprocess.Popen([sys.executable, "eval.py", mode, str(case_file), *args], cwd=workdir, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(write_fd,))
     os.close(write_fd)
     with os.fdopen(read_fd) as reader:
