@@ -725,12 +725,23 @@ def main():
             code, results = run_benchmarking(logger, pool, tests, recheck=(mode == "leaderboard"))
             if fd:
                 return code
+            tuning = pool.apply(_tuning_report)
     rows = summary_rows(results, floors)
     if rows:
         print_table(rows, floors)
+    if tuning:
+        print("\n" + tuning)
     if json_path:
-        write_json(json_path, mode, case_file, _environment(), floors=floors, rows=rows)
+        write_json(json_path, mode, case_file, _environment(), floors=floors, rows=rows,
+                   first_call_tuning=tuning.splitlines())
     return code
+
+
+def _tuning_report() -> str:
+    """What the submission's first-call tuning did in this worker (empty when it did
+    nothing, or with a submission that has no such report)."""
+    import submission
+    return getattr(submission, "tuning_report", lambda: "")()
 
 
 if __name__ == "__main__":

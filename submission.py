@@ -120,6 +120,14 @@ def _scale_f32(scale_bytes):
 
 
 @triton.jit
+def _scale_exponent_field(scale_bytes):
+    """e8m0 bytes (int32) as the exponent field of a float32: what v_cvt_scalef32_* reads
+    of its scale operand, which is only that field (byte 0 -> 2^-127, 255 -> NaN there,
+    the reference's semantics, at one instruction instead of _scale_f32's three)."""
+    return (scale_bytes << 23).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _per_block(x, ROWS: tl.constexpr, BLOCKS: tl.constexpr, PER_BLOCK: tl.constexpr):
     """(ROWS, BLOCKS) -> (ROWS, BLOCKS * PER_BLOCK): each value repeated PER_BLOCK times."""
     return tl.reshape(tl.broadcast_to(x[:, :, None], (ROWS, BLOCKS, PER_BLOCK)), (ROWS, BLOCKS * PER_BLOCK))
@@ -142,10 +150,12 @@ def _word_pairs_portable(words, scale, b: tl.constexpr, PIN: tl.constexpr):
 
 
 @triton.jit
-def _word_pairs_gfx950(words, scale):
+def _word_pairs_gfx950(words, scale, PURE: tl.constexpr):
     """CDNA4: v_cvt_scalef32_pk_bf16_fp4 converts the two codes of one byte (op_sel picks
     the byte) to a bf16 pair and multiplies it by the float32 scale: exact values
-    (LOG2_SHIFT 0). is_pure=False keeps Triton from duplicating it per MMA layout."""
+    (LOG2_SHIFT 0). PURE=False keeps Triton from duplicating it per MMA layout; PURE=True
+    lets Triton 3.6's pipeliner take the loop (it rejects impure asm in a pipelined loop),
+    for a tile that feeds one dot only (the scaled kernel's values)."""
     return tl.inline_asm_elementwise(
         asm="""
         v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5
@@ -154,7 +164,7 @@ def _word_pairs_gfx950(words, scale):
         v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]
         """,
         constraints="=&v,=&v,=&v,=v,v,v", args=[words, scale],
-        dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=False, pack=1)
+        dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=PURE, pack=1)
 
 
 # Hopper has no fp4 convert; both NVIDIA primitives build bf16 pairs with integer tricks.
@@ -194,12 +204,12 @@ def _sm90_multiplier(scale_bytes):
 
 
 @triton.jit
-def _word_pairs_sm90(words, scale_bytes):
+def _word_pairs_sm90(words, multipliers):
     """Byte b of each word -> (low code, high code) as a bf16 pair * 2^-64: 19
-    instructions for 8 codes (PTX_WORD_PAIRS)."""
-    mult = _sm90_multiplier(scale_bytes)
+    instructions for 8 codes (PTX_WORD_PAIRS). multipliers: _sm90_multiplier of the
+    word's scale byte, in both halves."""
     return tl.inline_asm_elementwise(
-        asm=PTX_WORD_PAIRS, constraints="=r,=r,=r,=r,r,r", args=[words, mult | (mult << 16)],
+        asm=PTX_WORD_PAIRS, constraints="=r,=r,=r,=r,r,r", args=[words, multipliers],
         dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=False, pack=1)
 
 
@@ -212,18 +222,22 @@ def _bf16_halves(pair):
 
 @triton.jit
 def _words_to_bf16(words, scale_bytes, BLOCK_N: tl.constexpr, NUM_WORDS: tl.constexpr,
-                   CONVERT: tl.constexpr, PIN: tl.constexpr):
+                   CONVERT: tl.constexpr, PIN: tl.constexpr, PURE: tl.constexpr = False):
     """words (BLOCK_N, NUM_WORDS) int32 (code q of word j = dim 8j + q, bits 4q..4q+3),
     scale_bytes (BLOCK_N, NUM_WORDS // 4) e8m0 -> (BLOCK_N, 8 * NUM_WORDS) bf16 in dim
     order, times 2^-LOG2_SHIFT[CONVERT]. Pair b of word j holds dims 8j + 2b, 8j + 2b + 1;
     the halves and joins below are register reshuffles the compiler folds away."""
-    scale_bytes = _per_block(scale_bytes.to(tl.int32), BLOCK_N, NUM_WORDS // 4, 4)
+    # per block first (one scale per 32 dims), then repeated for the block's 4 words
+    scale_bytes = scale_bytes.to(tl.int32)
     if CONVERT == 1:
-        r0, r1, r2, r3 = _word_pairs_sm90(words, scale_bytes)
+        multiplier = _sm90_multiplier(scale_bytes)
+        multiplier = _per_block(multiplier | (multiplier << 16), BLOCK_N, NUM_WORDS // 4, 4)
+        r0, r1, r2, r3 = _word_pairs_sm90(words, multiplier)
     elif CONVERT == 2:
-        r0, r1, r2, r3 = _word_pairs_gfx950(words, _scale_f32(scale_bytes))
+        scale = _per_block(_scale_exponent_field(scale_bytes), BLOCK_N, NUM_WORDS // 4, 4)
+        r0, r1, r2, r3 = _word_pairs_gfx950(words, scale, PURE)
     else:
-        scale = _scale_f32(scale_bytes)
+        scale = _per_block(_scale_f32(scale_bytes), BLOCK_N, NUM_WORDS // 4, 4)
         r0 = _word_pairs_portable(words, scale, 0, PIN)
         r1 = _word_pairs_portable(words, scale, 1, PIN)
         r2 = _word_pairs_portable(words, scale, 2, PIN)
@@ -363,16 +377,20 @@ def _natural_split(q_rows, kv_ptr, scale_ptr, lo, full_end, hi, kv_row_stride, s
     m_i = tl.full([NUM_HEADS_C], float("-inf"), tl.float32)
     l_i = tl.zeros([NUM_HEADS_C], tl.float32)
     acc = tl.zeros([NUM_HEADS_C, V_DIM_C], tl.float32)
-    masked_from = full_end if SPLIT_TAIL else lo
     if SPLIT_TAIL:
         for tile_start in range(lo, full_end, BLOCK_N):
             m_i, l_i, acc = _natural_tile(q_nope, q_rope, kv_ptr, scale_ptr, tile_start, hi,
                                           kv_row_stride, scale_row_stride, qk_scale_log2, m_i, l_i,
                                           acc, BLOCK_N, CONVERT, PIN, False)
-    for tile_start in range(masked_from, hi, BLOCK_N):
-        m_i, l_i, acc = _natural_tile(q_nope, q_rope, kv_ptr, scale_ptr, tile_start, hi,
-                                      kv_row_stride, scale_row_stride, qk_scale_log2, m_i, l_i,
-                                      acc, BLOCK_N, CONVERT, PIN, True)
+        if full_end < hi:
+            m_i, l_i, acc = _natural_tile(q_nope, q_rope, kv_ptr, scale_ptr, full_end, hi,
+                                          kv_row_stride, scale_row_stride, qk_scale_log2, m_i, l_i,
+                                          acc, BLOCK_N, CONVERT, PIN, True)
+    else:
+        for tile_start in range(lo, hi, BLOCK_N):
+            m_i, l_i, acc = _natural_tile(q_nope, q_rope, kv_ptr, scale_ptr, tile_start, hi,
+                                          kv_row_stride, scale_row_stride, qk_scale_log2, m_i, l_i,
+                                          acc, BLOCK_N, CONVERT, PIN, True)
     return m_i, l_i, acc
 
 
@@ -393,16 +411,20 @@ def _even_odd_split(q_rows, kv_ptr, scale_ptr, lo, full_end, hi, kv_row_stride, 
     l_i = tl.zeros([NUM_HEADS_C], tl.float32)
     acc_even = tl.zeros([NUM_HEADS_C, V_DIM_C // 2], tl.float32)
     acc_odd = tl.zeros([NUM_HEADS_C, V_DIM_C // 2], tl.float32)
-    masked_from = full_end if SPLIT_TAIL else lo
     if SPLIT_TAIL:
         for tile_start in range(lo, full_end, BLOCK_N):
             m_i, l_i, acc_even, acc_odd = _even_odd_tile(
                 q_even, q_odd, q_rope_even, q_rope_odd, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
                 scale_row_stride, qk_scale_log2, m_i, l_i, acc_even, acc_odd, BLOCK_N, CONVERT, PIN, False)
-    for tile_start in range(masked_from, hi, BLOCK_N):
-        m_i, l_i, acc_even, acc_odd = _even_odd_tile(
-            q_even, q_odd, q_rope_even, q_rope_odd, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
-            scale_row_stride, qk_scale_log2, m_i, l_i, acc_even, acc_odd, BLOCK_N, CONVERT, PIN, True)
+        if full_end < hi:
+            m_i, l_i, acc_even, acc_odd = _even_odd_tile(
+                q_even, q_odd, q_rope_even, q_rope_odd, kv_ptr, scale_ptr, full_end, hi, kv_row_stride,
+                scale_row_stride, qk_scale_log2, m_i, l_i, acc_even, acc_odd, BLOCK_N, CONVERT, PIN, True)
+    else:
+        for tile_start in range(lo, hi, BLOCK_N):
+            m_i, l_i, acc_even, acc_odd = _even_odd_tile(
+                q_even, q_odd, q_rope_even, q_rope_odd, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
+                scale_row_stride, qk_scale_log2, m_i, l_i, acc_even, acc_odd, BLOCK_N, CONVERT, PIN, True)
     return m_i, l_i, acc_even, acc_odd
 
 
@@ -513,10 +535,139 @@ def _mla_combine_kernel(out_ptr, part_acc_ptr, part_ml_ptr, qk_scale_log2, value
     tl.store(out_ptr + (seq * NUM_HEADS_C + head) * V_DIM_C + dims, (total * norm).to(tl.bfloat16))
 
 
+# --- The SCALED family: e4m3 Q x e2m1 K on the scaled matrix instructions ---------------
+# Scores through tl.dot_scaled (gfx950: v_mfma_scale_f32_16x16x128_f8f6f4, no conversion of
+# K at all), with Q quantized once per call to e4m3 with one e8m0 scale per 32 dims per
+# head. Values: the first 512 dims of the same tile converted once to bf16 and the dot
+# written transposed, acc^T (512, 16) += V^T (512, BLOCK_N) @ P^T (BLOCK_N, 16): the 512
+# output dims split over the warps and P^T is the small operand, so no warp recomputes
+# another's scores (with dot(p, v) Triton 3.6 gave every wave all the score MFMAs). The 64
+# rope dims are padded to 128 (the scaled instruction's K) with zero codes.
+ROPE_PAD_BYTES = 64  # 128 rope dims as e2m1 pairs, 32 real
+QUANT_Q_MAX = 448.0  # e4m3's largest finite value
+
+
+@triton.jit
+def _quantize_q_kernel(q_ptr, q8_ptr, qs_ptr, q_row_stride, q_head_stride):
+    """Grid (batch,): q (batch, 16, 576) bf16, strides (q_row_stride, q_head_stride, 1) ->
+    q8 (batch, 16, 576) e4m3 bytes and qs (batch, 16, 18) e8m0 bytes, contiguous. Block
+    exponent e: the smallest with amax / 2^e <= 448 (nothing saturates), in [-126, 127]."""
+    seq = tl.program_id(0)
+    heads = tl.arange(0, NUM_HEADS_C)
+    blocks = tl.arange(0, 32)  # 18 used
+    cols = tl.arange(0, 32)
+    used = blocks[None, :, None] < QK_DIM_C // 32
+    offsets = heads[:, None, None] * q_head_stride + blocks[None, :, None] * 32 + cols[None, None, :]
+    q = tl.load(q_ptr + seq * q_row_stride + offsets, mask=used, other=0.0).to(tl.float32)
+    bits = tl.max(tl.abs(q), axis=2).to(tl.int32, bitcast=True)
+    # amax = m 2^E, m in [1, 2): 448 = 1.75 * 2^8, so e = E - 8, or E - 7 when m > 1.75
+    exponent = ((bits >> 23) & 0xFF) - 127 - 8 + ((bits & 0x7FFFFF) > 0x600000).to(tl.int32)
+    exponent = tl.minimum(tl.maximum(exponent, -126), 127)
+    inverse = ((127 - exponent) << 23).to(tl.float32, bitcast=True)
+    q8 = (q * inverse[:, :, None]).to(tl.float8e4nv).to(tl.uint8, bitcast=True)
+    out = seq * (NUM_HEADS_C * QK_DIM_C) + heads[:, None, None] * QK_DIM_C + blocks[None, :, None] * 32 \
+        + cols[None, None, :]
+    tl.store(q8_ptr + out, q8, mask=used)
+    tl.store(qs_ptr + seq * (NUM_HEADS_C * SCALE_COLS_C) + heads[:, None] * SCALE_COLS_C + blocks[None, :],
+             (exponent + 127).to(tl.uint8), mask=blocks[None, :] < SCALE_COLS_C)
+
+
+@triton.jit
+def _scaled_tile(q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
+                 scale_row_stride, qk_scale_log2, m_i, l_i, acc_t, BLOCK_N: tl.constexpr,
+                 CONVERT: tl.constexpr, MASKED: tl.constexpr):
+    """One tile of the SCALED family: m_i, l_i (16,) as in _natural_tile, acc_t (512, 16)
+    the transposed sum of p * v (times 2^-LOG2_SHIFT[CONVERT])."""
+    kv_rows, scale_rows = _tile_rows(kv_ptr, scale_ptr, tile_start, kv_row_stride, scale_row_stride, BLOCK_N)
+    rows_ok = tile_start + tl.arange(0, BLOCK_N) < hi
+    rope_bytes = tl.arange(0, ROPE_PAD_BYTES)
+    rope_blocks = tl.arange(0, ROPE_PAD_BYTES // 16)
+    rope_real = rope_bytes[None, :] < ROPE_C // 2
+    rope_scale_real = rope_blocks[None, :] < ROPE_C // 32
+    if MASKED:
+        rope_real = rope_real & rows_ok[:, None]
+        rope_scale_real = rope_scale_real & rows_ok[:, None]
+    k = _load_tile(kv_rows, tl.arange(0, V_DIM_C // 2), rows_ok, MASKED)
+    k_scales = _load_tile(scale_rows, tl.arange(0, V_DIM_C // 32), rows_ok, MASKED)
+    # the same bytes again as words for the values' conversion (a cache hit)
+    words = _load_tile(kv_rows.to(tl.pointer_type(tl.int32)), tl.arange(0, V_DIM_C // 8), rows_ok, MASKED)
+    k_rope = tl.load(kv_rows + V_DIM_C // 2 + rope_bytes[None, :], mask=rope_real, other=0)
+    k_rope_scales = tl.load(scale_rows + V_DIM_C // 32 + rope_blocks[None, :], mask=rope_scale_real, other=127)
+    scores = tl.dot_scaled(q8_nope, qs_nope, "e4m3", tl.trans(k), k_scales, "e2m1")
+    scores = tl.dot_scaled(q8_rope, qs_rope, "e4m3", tl.trans(k_rope), k_rope_scales, "e2m1", scores)
+    if MASKED:
+        scores = tl.where(rows_ok[None, :], scores, float("-inf"))
+    m_i, alpha, p, l_i = _softmax_step(scores, m_i, l_i, qk_scale_log2)
+    values = _words_to_bf16(words, k_scales, BLOCK_N, V_DIM_C // 8, CONVERT, 0, True)
+    acc_t = tl.dot(tl.trans(values), tl.trans(p.to(tl.bfloat16)), acc_t * alpha[None, :])
+    return m_i, l_i, acc_t
+
+
+@triton.jit
+def _mla_scaled_split_kernel(
+    q8_ptr, qs_ptr, kv_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr, part_acc_ptr, part_ml_ptr,
+    total_kv, num_splits, kv_row_stride, scale_row_stride, qk_scale_log2,
+    BLOCK_N: tl.constexpr, CONVERT: tl.constexpr,
+):
+    """The SCALED family's split kernel; one program: sequence program_id(1), split
+    program_id(0), the tiles and ranges of _mla_split_kernel (same validity rules), always
+    writing partials for _mla_combine_kernel (raw score units: qk_scale_log2 = sm_scale *
+    log2(e); values times 2^-LOG2_SHIFT[CONVERT]).
+
+    q8_ptr / qs_ptr  (batch, 16, 576) e4m3 / (batch, 16, 18) e8m0 bytes from _quantize_q_kernel
+    kv_ptr, scale_ptr, indptrs, part_acc, part_ml: as _mla_split_kernel (NATURAL: rows of
+    the packed codes are read as bytes and as int32 words, 4-byte aligned)
+    Full tiles run unmasked, then one masked tail.
+    """
+    tl.static_assert((CONVERT == 0) | (CONVERT == 2), "CONVERT must be PORTABLE or GFX950")
+    split = tl.program_id(0)
+    seq = tl.program_id(1)
+    kv_start = tl.load(kv_indptr_ptr + seq)
+    kv_end = tl.load(kv_indptr_ptr + seq + 1)
+    q_ok = (tl.load(qo_indptr_ptr + seq) == seq) & (tl.load(qo_indptr_ptr + seq + 1) == seq + 1)
+    range_ok = (kv_start >= 0) & (kv_start <= kv_end) & (kv_end <= total_kv) & q_ok
+    kv_end = tl.where(range_ok, kv_end, kv_start)
+    tiles_per_split = tl.cdiv(tl.cdiv(kv_end - kv_start, BLOCK_N), num_splits)
+    lo = kv_start + split * tiles_per_split * BLOCK_N
+    hi = tl.minimum(lo + tiles_per_split * BLOCK_N, kv_end)
+    full_end = lo + tl.maximum(hi - lo, 0) // BLOCK_N * BLOCK_N
+
+    heads = tl.arange(0, NUM_HEADS_C)
+    q8_rows = q8_ptr + seq * (NUM_HEADS_C * QK_DIM_C) + heads[:, None] * QK_DIM_C
+    qs_rows = qs_ptr + seq * (NUM_HEADS_C * SCALE_COLS_C) + heads[:, None] * SCALE_COLS_C
+    rope_dims = tl.arange(0, 2 * ROPE_PAD_BYTES)
+    rope_blocks = tl.arange(0, ROPE_PAD_BYTES // 16)
+    q8_nope = tl.load(q8_rows + tl.arange(0, V_DIM_C)[None, :]).to(tl.float8e4nv, bitcast=True)
+    qs_nope = tl.load(qs_rows + tl.arange(0, V_DIM_C // 32)[None, :])
+    q8_rope = tl.load(q8_rows + V_DIM_C + rope_dims[None, :], mask=rope_dims[None, :] < ROPE_C,
+                      other=0).to(tl.float8e4nv, bitcast=True)
+    qs_rope = tl.load(qs_rows + V_DIM_C // 32 + rope_blocks[None, :], mask=rope_blocks[None, :] < ROPE_C // 32,
+                      other=127)
+    m_i = tl.full([NUM_HEADS_C], float("-inf"), tl.float32)
+    l_i = tl.zeros([NUM_HEADS_C], tl.float32)
+    acc_t = tl.zeros([V_DIM_C, NUM_HEADS_C], tl.float32)
+    for tile_start in range(lo, full_end, BLOCK_N):
+        m_i, l_i, acc_t = _scaled_tile(q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, tile_start, hi,
+                                       kv_row_stride, scale_row_stride, qk_scale_log2, m_i, l_i, acc_t,
+                                       BLOCK_N, CONVERT, False)
+    if full_end < hi:  # the masked tail
+        m_i, l_i, acc_t = _scaled_tile(q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, full_end, hi,
+                                       kv_row_stride, scale_row_stride, qk_scale_log2, m_i, l_i, acc_t,
+                                       BLOCK_N, CONVERT, True)
+    part = seq * num_splits + split
+    dims = tl.arange(0, V_DIM_C)
+    tl.store(part_acc_ptr + part * (NUM_HEADS_C * V_DIM_C) + heads[None, :] * V_DIM_C + dims[:, None], acc_t)
+    tl.store(part_ml_ptr + part * (2 * NUM_HEADS_C) + heads, tl.where(range_ok, m_i, float("nan")))
+    tl.store(part_ml_ptr + part * (2 * NUM_HEADS_C) + NUM_HEADS_C + heads, l_i)
+
+
 # Compile-time constants the kernels read as globals (Triton accepts tl.constexpr globals).
 NUM_HEADS_C = tl.constexpr(NUM_HEADS)
+QK_DIM_C = tl.constexpr(QK_HEAD_DIM)
 V_DIM_C = tl.constexpr(V_HEAD_DIM)
 ROPE_C = tl.constexpr(ROPE_DIM)
+SCALE_COLS_C = tl.constexpr(SCALE_COLS)
+ROPE_PAD_BYTES = tl.constexpr(ROPE_PAD_BYTES)
 
 
 # =======================================================================================
@@ -670,9 +821,11 @@ class Variant(NamedTuple):
     num_warps: int
     num_stages: int
     split_tail: bool = False  # full tiles unmasked, then one masked tail (see _natural_split)
+    scores: int = 0  # BF16_SCORES (the converted tile in bf16 dots) or SCALED_SCORES
 
     def describe(self):
-        return (f"{CONVERT_NAMES.get(self.convert, self.convert)} conversion, "
+        family = "scaled e4m3 x e2m1 scores, " if self.scores == SCALED_SCORES else ""
+        return (f"{family}{CONVERT_NAMES.get(self.convert, self.convert)} conversion, "
                 f"{LAYOUT_NAMES.get(self.layout, self.layout)} layout, "
                 f"{self.block_n}-token tiles, "
                 f"{self.num_warps} warps, {self.num_stages} stage(s)"
@@ -720,18 +873,37 @@ LAYOUT_BY_ARCH = {"sm_90": EVEN_ODD}
 PIN_BY_PLATFORM = {"cpu": 0, "cuda": 1, "hip": 2}
 PLAIN_BLOCK_N = 16  # spill-free without the pin (32 spills on gfx950, triton 3.6); self_check guards it
 PORTABLE_MAX_BLOCK_N = {"cuda": 32}  # 64-token portable tiles spill 76 bytes on sm_90 (triton 3.9)
+# Kernel families (the Variant's and the SplitLaunch's `scores`): BF16_SCORES converts the
+# tile to bf16 for both dots (_mla_split_kernel); SCALED_SCORES quantizes Q to e4m3 and runs
+# the scores on the scaled matrix instructions (_mla_scaled_split_kernel). The scaled
+# family's native form exists on gfx950 only; elsewhere it runs as the portable twin.
+BF16_SCORES, SCALED_SCORES = 0, 1
+SCALED_NATIVE = {"gfx950": GFX950}
+# The BF16 family's launch a scaled plan falls back to when no scaled variant runs.
+SCALED_FALLBACK_TILE = (64, 4, 1)  # block_n, num_warps, num_stages
 # Variants that failed to build or launch, or failed self_check, in this process.
 FAILED_VARIANTS = set()
 
 
-def variants_for(arch, platform, block_n, num_warps, num_stages=1):
+def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_SCORES):
     """The split kernel's variants for one launch shape, in the order they are tried.
 
-    Native conversion first (where the architecture has one), then the portable one with
-    the register pin (on NVIDIA in tiles of at most 32 tokens), and on hip, where inline
-    asm has failed to build before (Triton 3.6's pipeliner), the portable one without any
-    asm in PLAIN_BLOCK_N-token tiles: the plainest form, slow but spill-free.
+    BF16 family: native conversion first (where the architecture has one), then the
+    portable one with the register pin (on NVIDIA in tiles of at most 32 tokens), and on
+    hip, where inline asm has failed to build before (Triton 3.6's pipeliner), the portable
+    one without any asm in PLAIN_BLOCK_N-token tiles: the plainest form, slow but
+    spill-free. SCALED family: the scaled kernel with the native conversion for the values
+    (gfx950) or the portable one, then the same at one stage, then the BF16 family's
+    order at SCALED_FALLBACK_TILE.
     """
+    if scores == SCALED_SCORES:
+        convert = SCALED_NATIVE.get(arch, PORTABLE)
+        if os.environ.get("MLA_CONVERT") == "portable":
+            convert = PORTABLE
+        scaled = [Variant(convert, NATURAL, 0, block_n, num_warps, num_stages, True, SCALED_SCORES)]
+        if num_stages > 1:
+            scaled.append(scaled[0]._replace(num_stages=1))
+        return scaled + variants_for(arch, platform, *SCALED_FALLBACK_TILE)
     layout = LAYOUT_BY_ARCH.get(arch, NATURAL)
     order = []
     native = NATIVE_CONVERT.get(arch)
@@ -751,7 +923,25 @@ class SplitLaunch(NamedTuple):
     block_n: int
     num_warps: int
     num_splits: int  # programs per sequence (power of two; 1 = output written directly)
-    num_stages: int = 1  # software pipelining of the tile loads (always 1 on hip)
+    num_stages: int = 1  # software pipelining of the tile loads (1 on hip for the BF16 family)
+    scores: int = BF16_SCORES  # the kernel family
+
+
+def _splits_for(batch, kv_len, block_n, num_sms):
+    """About two programs per SM (a power of two) and at least two tiles per split."""
+    tiles = max(1, -(-kv_len // block_n))
+    return min(_pow2_floor(-(-2 * num_sms // batch)), _pow2_floor(tiles // 2))
+
+
+def scaled_launch(batch, kv_len, num_sms):
+    """The SCALED family's launch: 128-token tiles, 8 warps, 2 stages where the grid has at
+    least two tiles per CU (2 waves per SIMD, the next tile's loads issued before the
+    current tile's matrix instructions: the AOT build's static bound for (256, 8192) is
+    80 us, at the HBM time), else 64-token tiles with 4 warps and 1 stage, for programs
+    enough to fill the CUs (docs/performance.md)."""
+    if batch * -(-kv_len // 128) >= 2 * num_sms:
+        return SplitLaunch(128, 8, _splits_for(batch, kv_len, 128, num_sms), 2, SCALED_SCORES)
+    return SplitLaunch(64, 4, _splits_for(batch, kv_len, 64, num_sms), 1, SCALED_SCORES)
 
 
 def default_launch(batch, kv_len, num_sms):
@@ -760,9 +950,7 @@ def default_launch(batch, kv_len, num_sms):
     Not 16: 16-token tiles in the NATURAL layout gave wrong answers on the H200 (the PTX
     conversion, and an earlier interleaving kernel), which self_check catches."""
     block_n = 64 if batch * -(-kv_len // 64) >= num_sms else 32
-    tiles = max(1, -(-kv_len // block_n))
-    num_splits = min(_pow2_floor(-(-2 * num_sms // batch)), _pow2_floor(tiles // 2))
-    return SplitLaunch(block_n, 4, num_splits)
+    return SplitLaunch(block_n, 4, _splits_for(batch, kv_len, block_n, num_sms))
 
 
 class KernelLaunchError(RuntimeError):
@@ -784,11 +972,25 @@ def _launch_kernel(kernel, grid, args, constants):
 
 
 def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, part_acc,
-               part_ml, sm_scale):
+               part_ml, sm_scale, q_quant=None):
     """Launch the split kernel (grid: num_splits x batch) in one variant, then, with more
-    than one split, the combine kernel. packed / scales are the uint8 views."""
+    than one split, the combine kernel. packed / scales are the uint8 views. The SCALED
+    family first quantizes Q into q_quant = (q8, qs) and always merges through partials."""
     batch = out.shape[0]
     shift = 2.0 ** LOG2_SHIFT[variant.convert]
+    if variant.scores == SCALED_SCORES:
+        q8, qs = q_quant
+        qk_scale_log2 = sm_scale * LOG2E  # scores exact: no shift
+        _launch_kernel(_quantize_q_kernel, (batch,), (q, q8, qs, q.stride(0), q.stride(1)), dict(num_warps=4))
+        _launch_kernel(
+            _mla_scaled_split_kernel, (num_splits, batch),
+            (q8, qs, packed, scales, qo_indptr, kv_indptr, part_acc, part_ml, packed.shape[0], num_splits,
+             packed.stride(0), scales.stride(0), qk_scale_log2),
+            dict(BLOCK_N=variant.block_n, CONVERT=variant.convert, num_warps=variant.num_warps,
+                 num_stages=variant.num_stages))
+        _launch_kernel(_mla_combine_kernel, (batch, NUM_HEADS), (out, part_acc, part_ml, qk_scale_log2, shift),
+                       dict(NUM_SPLITS=num_splits, num_warps=4))
+        return
     qk_scale_log2 = sm_scale * LOG2E * shift
     _launch_kernel(
         _mla_split_kernel, (num_splits, batch),
@@ -802,11 +1004,31 @@ def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out
                        dict(NUM_SPLITS=num_splits, num_warps=4))
 
 
-def _partials(batch, num_splits, device):
-    """Scratch for the split kernel's partial results (one element each when unused)."""
-    parts = batch * num_splits if num_splits > 1 else 1
+def _partials(batch, num_splits, device, scores=BF16_SCORES):
+    """Scratch for the split kernel's partial results (one element each when unused: one
+    split of the BF16 family writes the output directly)."""
+    parts = batch * num_splits if num_splits > 1 or scores == SCALED_SCORES else 1
     return (torch.empty(parts * NUM_HEADS * V_HEAD_DIM, dtype=torch.float32, device=device),
             torch.empty(parts * 2 * NUM_HEADS, dtype=torch.float32, device=device))
+
+
+def _q_scratch(batch, device):
+    """(q8, qs): Q as e4m3 bytes (batch, 16, 576) and its e8m0 block scales (batch, 16, 18)."""
+    return (torch.empty((batch, NUM_HEADS, QK_HEAD_DIM), dtype=torch.uint8, device=device),
+            torch.empty((batch, NUM_HEADS, SCALE_COLS), dtype=torch.uint8, device=device))
+
+
+def quantize_q_reference(q):
+    """The torch twin of _quantize_q_kernel -> (q8, qs, dequantized Q in float32): what the
+    scaled kernels multiply with, and the bytes the kernel must produce bit for bit."""
+    batch = q.shape[0]
+    blocks = q.float().reshape(batch, NUM_HEADS, SCALE_COLS, 32)
+    bits = blocks.abs().amax(dim=-1).contiguous().view(torch.int32)
+    exponent = (((bits >> 23) & 0xFF) - 127 - 8 + ((bits & 0x7FFFFF) > 0x600000).to(torch.int32)).clamp(-126, 127)
+    q8 = (blocks * torch.exp2(-exponent.float())[..., None]).to(torch.float8_e4m3fn)
+    dequantized = q8.float() * torch.exp2(exponent.float())[..., None]
+    return (q8.view(torch.uint8).reshape(batch, NUM_HEADS, QK_HEAD_DIM), (exponent + 127).to(torch.uint8),
+            dequantized.reshape(batch, NUM_HEADS, QK_HEAD_DIM))
 
 
 def _synthetic_case(device, block_n):
@@ -858,7 +1080,13 @@ def self_check(variant, device):
     q, packed, scales, qo_indptr, kv_indptr = _synthetic_case(device, variant.block_n)
     sm_scale = 1.0 / math.sqrt(QK_HEAD_DIM)
     out = torch.empty((2, NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=device)
-    _attention(variant, 2, q, packed, scales, qo_indptr, kv_indptr, out, *_partials(2, 2, device), sm_scale)
+    q_quant = _q_scratch(2, device)
+    _attention(variant, 2, q, packed, scales, qo_indptr, kv_indptr, out, *_partials(2, 2, device, variant.scores),
+               sm_scale, q_quant)
+    if variant.scores == SCALED_SCORES:  # its own quantization of Q: bit for bit, then the math on it
+        q8, qs, q = quantize_q_reference(q)
+        if not (torch.equal(q_quant[0], q8) and torch.equal(q_quant[1], qs)):
+            return False
     exact = _exact_attention(q, packed, scales, kv_indptr, sm_scale)
     got = out.float()
     return bool(torch.isfinite(got).all()) and \
@@ -873,12 +1101,14 @@ class _TritonPlan:
         self.batch, self.device, self.sm_scale = batch, device, sm_scale
         self.launch = launch
         self.variants = variants_for(_arch(device), _platform(device), launch.block_n,
-                                     launch.num_warps, launch.num_stages)
+                                     launch.num_warps, launch.num_stages, launch.scores)
         self.variant = None  # chosen on the first run
-        self.part_acc, self.part_ml = _partials(batch, launch.num_splits, device)
+        self.part_acc, self.part_ml = _partials(batch, launch.num_splits, device, launch.scores)
+        self.q_quant = _q_scratch(batch, device) if launch.scores == SCALED_SCORES else None
 
     def _launch(self, variant, *args):
-        _attention(variant, self.launch.num_splits, *args, self.part_acc, self.part_ml, self.sm_scale)
+        _attention(variant, self.launch.num_splits, *args, self.part_acc, self.part_ml, self.sm_scale,
+                   self.q_quant)
 
     def _first_run(self, args):
         """Try the variants in order: the first that builds, launches and passes
@@ -1051,14 +1281,20 @@ def measured_table(device):
 def predicted_choice(batch, kv_len, device, num_sms):
     """The choice where nothing was measured (docs/performance.md has the model).
 
+    On gfx950 the SCALED family (scaled_launch): its AOT build's static bound for
+    (256, 8192) is the HBM time, 80 us, against 208 us for the BF16 family's LDS traffic.
     Triton with the native conversion is predicted to beat aiter's fp8 decode on every
-    leaderboard case of the MI355X: it moves 306 bytes per token against 576 and needs
-    ~2 VALU lane-ops per element. If the native conversion failed for this launch (to
+    leaderboard case of the MI355X: it moves 306 bytes per token against 576. If the native conversion failed for this launch (to
     build, or its self-check), the portable one is ~5x costlier in VALU and aiter is
     predicted faster above 64k tokens in the batch (the seed's measured crossover).
     """
     arch = _arch(device)
     launch = default_launch(batch, kv_len, num_sms)
+    if arch in SCALED_NATIVE:
+        scaled = scaled_launch(batch, kv_len, num_sms)
+        first = variants_for(arch, _platform(device), *scaled[:2], scaled.num_stages, SCALED_SCORES)[0]
+        if first not in FAILED_VARIANTS:
+            return ("triton", *scaled)
     native = variants_for(arch, _platform(device), launch.block_n, launch.num_warps, launch.num_stages)[0]
     if AITER is not None and (native.convert == PORTABLE or native in FAILED_VARIANTS) \
             and batch * kv_len > 65536:
@@ -1092,9 +1328,12 @@ def choose(batch, kv_len, device):
         return ("aiter",)
     if forced == "triton" and choice[0] != "triton":
         return ("triton", *default_launch(batch, kv_len, num_sms))
-    if choice[0] == "triton" and _one_stage_only(device) and SplitLaunch(*choice[1:]).num_stages != 1:
-        choice = ("triton", *SplitLaunch(*choice[1:])._replace(num_stages=1))
-    return choice
+    if choice[0] != "triton":
+        return choice
+    launch = SplitLaunch(*choice[1:])  # a table's 5-tuple gets the BF16 family's default
+    if _one_stage_only(device) and launch.num_stages != 1 and launch.scores == BF16_SCORES:
+        launch = launch._replace(num_stages=1)
+    return ("triton", *launch)
 
 
 def tune_candidates(batch, kv_len, device):
@@ -1111,13 +1350,30 @@ def tune_candidates(batch, kv_len, device):
         candidates += [("triton", block_n, warps, s, 1) for warps in (4, 8) for s in splits]
         if block_n == 64 and not _one_stage_only(device):
             candidates += [("triton", block_n, 4, s, 2) for s in splits]
+    if _arch(device) in SCALED_NATIVE:
+        candidates += _scaled_candidates(batch, kv_len, num_sms)
     if AITER is not None:
         candidates.append(("aiter",))
     return candidates
 
 
+def _scaled_candidates(batch, kv_len, num_sms):
+    """The SCALED family's launches around its prediction: 128-token tiles with 8 warps at
+    2 stages and 1, 64-token tiles with 4 warps; half, the predicted and twice the
+    predicted split count."""
+    shapes = [(128, 8, 2), (128, 8, 1), (64, 4, 1)]
+    found = []
+    for block_n, warps, stages in shapes:
+        tiles = max(1, -(-kv_len // block_n))
+        base = _splits_for(batch, kv_len, block_n, num_sms)
+        for splits in sorted({min(_pow2_floor(tiles), max(1, base * f // 2)) for f in (1, 2, 4)}):
+            found.append(("triton", block_n, warps, splits, stages, SCALED_SCORES))
+    return found
+
+
 def _one_stage_only(device):
-    """AMD: Triton 3.6 rejects inline asm inside a pipelined loop (see LAYOUT_BY_ARCH)."""
+    """AMD: Triton 3.6 rejects impure inline asm inside a pipelined loop (the BF16 family's
+    conversion, see LAYOUT_BY_ARCH); the SCALED family's asm is pure and pipelines."""
     return _platform(device) == "hip" or _arch(device).startswith("gfx")
 
 
@@ -1181,6 +1437,10 @@ def ranked_candidates(batch, kv_len, device, limit=TUNE_MAX_CANDIDATES):
                 + (launch.num_stages != base.num_stages))
     order = sorted(launches, key=lambda launch: (distance(launch), launch.block_n != base.block_n, tuple(launch)))
     ranked = [("triton", *launch) for launch in order]
+    if _arch(device) in SCALED_NATIVE:  # both families: the prediction's first, the other next
+        scaled = _scaled_candidates(batch, kv_len, _num_sms(device))
+        ranked = ([c for c in scaled if c == predicted] + [("triton", *base)]
+                  + [c for c in scaled if c != predicted] + [c for c in ranked if c != ("triton", *base)])
     if AITER is not None:
         ranked.insert(0 if predicted[0] == "aiter" else 1, ("aiter",))
     if predicted in ranked:

@@ -8,7 +8,7 @@ import submission as sub
 CPU = torch.device("cpu")
 LEADERBOARD_CASES = [(4, 1024), (4, 8192), (32, 1024), (32, 8192), (64, 1024), (64, 8192),
                      (256, 1024), (256, 8192)]
-BLOCK_NS, WARPS, STAGES = {16, 32, 64}, {4, 8}, {1, 2}
+BLOCK_NS, WARPS, STAGES = {16, 32, 64, 128}, {4, 8}, {1, 2}
 
 
 def is_power_of_two(value):
@@ -16,10 +16,11 @@ def is_power_of_two(value):
 
 
 def assert_valid_choice(choice):
-    assert choice == ("aiter",) or (choice[0] == "triton" and len(choice) == 5), choice
+    assert choice == ("aiter",) or (choice[0] == "triton" and len(choice) in (5, 6)), choice
     if choice[0] == "triton":
         launch = sub.SplitLaunch(*choice[1:])
         assert launch.block_n in BLOCK_NS and launch.num_warps in WARPS and launch.num_stages in STAGES, choice
+        assert launch.scores in (sub.BF16_SCORES, sub.SCALED_SCORES), choice
         assert is_power_of_two(launch.num_splits), choice
 
 
@@ -43,24 +44,47 @@ def on_arch(monkeypatch):
     sub._cached_prediction.cache_clear()
 
 
+def full(choice):
+    """A table's choice with every SplitLaunch field (5-tuples are the BF16 family)."""
+    return choice if choice[0] != "triton" else ("triton", *sub.SplitLaunch(*choice[1:]))
+
+
 def test_choose_follows_the_measured_table(on_arch):
     on_arch("sm_90", "cuda", 132)
     for case, choice in sub.MEASURED_DISPATCH["sm_90"].items():
-        assert sub.choose(*case, CPU) == choice
+        assert sub.choose(*case, CPU) == full(choice)
 
 
 def test_choose_predicts_where_nothing_was_measured(on_arch, monkeypatch):
+    """gfx950: the SCALED family (128-token tiles, 8 warps, 2 stages where the grid has two
+    tiles per CU); sm_90 without its table: the BF16 family's default launch."""
     on_arch("gfx950", "hip", 256)
     monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("triton", 32, 8, 2, 1)})
-    assert sub.choose(4, 1024, CPU) == ("triton", 32, 8, 2, 1)
-    assert sub.choose(4, 8192, CPU) == ("triton", *sub.default_launch(4, 8192, 256))
+    assert sub.choose(4, 1024, CPU) == full(("triton", 32, 8, 2, 1))
+    assert sub.choose(4, 8192, CPU) == ("triton", 64, 4, 64, 1, sub.SCALED_SCORES)
+    assert sub.choose(256, 8192, CPU) == ("triton", 128, 8, 2, 2, sub.SCALED_SCORES)
+    on_arch("sm_90", "cuda", 132)
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, "sm_90", {})
+    assert sub.choose(256, 8192, CPU) == ("triton", *sub.default_launch(256, 8192, 132))
 
 
-def test_hip_never_runs_two_stages(on_arch, monkeypatch):
-    """Triton 3.6's AMD pipeliner rejects the inline asm in a pipelined loop."""
+def test_a_failed_scaled_variant_sends_the_prediction_to_the_bf16_family(on_arch, monkeypatch):
     on_arch("gfx950", "hip", 256)
-    monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("triton", 64, 4, 16, 2)})
-    assert sub.choose(4, 1024, CPU) == ("triton", 64, 4, 16, 1)
+    monkeypatch.setattr(sub, "FAILED_VARIANTS", set())
+    scaled = sub.scaled_launch(256, 8192, 256)
+    sub.FAILED_VARIANTS.add(sub.variants_for("gfx950", "hip", scaled.block_n, scaled.num_warps,
+                                             scaled.num_stages, sub.SCALED_SCORES)[0])
+    assert sub.choose(256, 8192, CPU) == ("triton", *sub.default_launch(256, 8192, 256))
+
+
+def test_hip_runs_the_bf16_family_in_one_stage_only(on_arch, monkeypatch):
+    """Triton 3.6's AMD pipeliner rejects the BF16 family's impure inline asm in a
+    pipelined loop; the SCALED family's asm is pure and pipelines."""
+    on_arch("gfx950", "hip", 256)
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("triton", 64, 4, 16, 2),
+                                                          (4, 8192): ("triton", 128, 8, 16, 2, 1)})
+    assert sub.choose(4, 1024, CPU) == full(("triton", 64, 4, 16, 1))
+    assert sub.choose(4, 8192, CPU) == ("triton", 128, 8, 16, 2, 1)
 
 
 @pytest.mark.parametrize("num_sms", [4, 132, 256])

@@ -30,10 +30,12 @@ def _times_2_pow_m50(pair):
 
 
 @triton.jit
-def _stand_in(words, scale_bytes, DEFECT: tl.constexpr):
-    """The sm_90 primitive's contract from portable parts; DEFECT 0 is right, 1 swaps
-    bytes 1 and 2 of every word, 2 reads code 3 (1.5) as -1.5 in the low nibble of byte 0,
-    3 doubles the scale of blocks whose e8m0 byte is a multiple of 7."""
+def _stand_in(words, multipliers, DEFECT: tl.constexpr):
+    """The sm_90 primitive's contract from portable parts (multipliers: the bf16 bits of
+    2^(k + 62 - 127) for e8m0 byte k, in both halves); DEFECT 0 is right, 1 swaps bytes 1
+    and 2 of every word, 2 reads code 3 (1.5) as -1.5 in the low nibble of byte 0, 3
+    doubles the scale of blocks whose e8m0 byte is a multiple of 7."""
+    scale_bytes = ((multipliers >> 7) & 0xFF) - 62
     scale = _scale_f32(scale_bytes)
     if DEFECT == 2:
         words = words ^ tl.where((words & 0xF) == 3, 0x8, 0)
@@ -49,23 +51,23 @@ def _stand_in(words, scale_bytes, DEFECT: tl.constexpr):
 
 
 @triton.jit
-def _right(words, scale_bytes):
-    return _stand_in(words, scale_bytes, 0)
+def _right(words, multipliers):
+    return _stand_in(words, multipliers, 0)
 
 
 @triton.jit
-def _bytes_swapped(words, scale_bytes):
-    return _stand_in(words, scale_bytes, 1)
+def _bytes_swapped(words, multipliers):
+    return _stand_in(words, multipliers, 1)
 
 
 @triton.jit
-def _one_sign(words, scale_bytes):
-    return _stand_in(words, scale_bytes, 2)
+def _one_sign(words, multipliers):
+    return _stand_in(words, multipliers, 2)
 
 
 @triton.jit
-def _one_exponent(words, scale_bytes):
-    return _stand_in(words, scale_bytes, 3)
+def _one_exponent(words, multipliers):
+    return _stand_in(words, multipliers, 3)
 
 
 WRONG_PRIMITIVES = {"bytes-swapped": _bytes_swapped, "one-sign": _one_sign, "one-exponent": _one_exponent}
@@ -176,6 +178,11 @@ def test_the_fallback_order_is_native_pinned_then_plain(sub):
     for (arch, platform), order in expected.items():
         got = [(v.convert, v.layout, v.pin, v.block_n, v.split_tail) for v in sub.variants_for(arch, platform, 64, 4)]
         assert got == order, arch
+    # the SCALED family: its native form, the same at one stage, then the BF16 family's order
+    scaled = sub.variants_for("gfx950", "hip", 128, 8, 2, sub.SCALED_SCORES)
+    assert [(v.scores, v.convert, v.block_n, v.num_warps, v.num_stages) for v in scaled[:2]] == [
+        (sub.SCALED_SCORES, sub.GFX950, 128, 8, 2), (sub.SCALED_SCORES, sub.GFX950, 128, 8, 1)]
+    assert scaled[2:] == sub.variants_for("gfx950", "hip", 64, 4, 1)
 
 
 @pytest.mark.parametrize("block_n", [32, 64])
@@ -194,14 +201,19 @@ def test_self_check_on_the_native_primitive(sub, block_n):
     assert sub.self_check(variant, DEVICE) or variant.convert == sub.PORTABLE
 
 
-def test_dispatch_prefers_aiter_for_big_cases_once_the_native_primitive_failed(sub, monkeypatch):
+def test_dispatch_prefers_aiter_for_big_cases_once_the_native_primitives_failed(sub, monkeypatch):
+    """gfx950 with aiter: the SCALED family first; once its native variant failed, the BF16
+    family's; once that failed too, aiter above 64k tokens in the batch."""
     monkeypatch.setattr(sub, "AITER", {"fake": True})
     monkeypatch.setattr(sub, "_arch", lambda device: "gfx950")
     cpu = torch.device("cpu")
     choice = sub.choose(256, 8192, cpu)
-    assert choice[0] == "triton"
     launch = sub.SplitLaunch(*choice[1:])
+    assert choice[0] == "triton" and launch.scores == sub.SCALED_SCORES
+    sub.FAILED_VARIANTS.add(sub.variants_for("gfx950", "hip", *launch[:2], launch.num_stages, launch.scores)[0])
+    sub._cached_prediction.cache_clear()
+    launch = sub.SplitLaunch(*sub.choose(256, 8192, cpu)[1:])
+    assert launch.scores == sub.BF16_SCORES
     sub.FAILED_VARIANTS.add(sub.variants_for("gfx950", "hip", launch.block_n, launch.num_warps, 1)[0])
     assert sub.choose(256, 8192, cpu) == ("aiter",)
     assert sub.choose(4, 1024, cpu)[0] == "triton"
-

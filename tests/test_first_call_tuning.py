@@ -52,14 +52,19 @@ def fake_world(sub, speed_us, clock, failing=(), build_s=1.0):
     return run_choice, timer
 
 
-def test_ranking_starts_with_the_prediction_and_stays_near_it(sub):
+def test_ranking_starts_with_the_prediction_and_stays_near_it(sub, monkeypatch):
+    """gfx950: the SCALED family's prediction, then the BF16 family's (the structurally
+    different fallback), then the neighbours. Elsewhere: one step from the prediction."""
     ranked = sub.ranked_candidates(64, 8192, CPU)
     predicted = sub.predicted_choice(64, 8192, CPU, sub._num_sms(CPU))
     assert ranked[0] == predicted and len(ranked) == len(set(ranked)) <= sub.TUNE_MAX_CANDIDATES
-    base = sub.SplitLaunch(*predicted[1:])
-    second = sub.SplitLaunch(*ranked[1][1:])
-    assert second.block_n == base.block_n  # one step away: the split count or the stages
+    assert sub.SplitLaunch(*predicted[1:]).scores == sub.SCALED_SCORES
+    assert ranked[1] == ("triton", *sub.default_launch(64, 8192, sub._num_sms(CPU)))
     assert all(c[0] == "triton" for c in ranked)  # no aiter on this machine
+    monkeypatch.setattr(sub, "_arch", lambda device: "sm_90")
+    ranked = sub.ranked_candidates(64, 8192, CPU)
+    base, second = (sub.SplitLaunch(*c[1:]) for c in ranked[:2])
+    assert second.block_n == base.block_n and second.scores == base.scores == sub.BF16_SCORES
 
 
 def test_the_fastest_checked_candidate_is_picked_and_used(sub, monkeypatch):
@@ -124,8 +129,8 @@ def test_the_measured_table_wins_and_mla_tune_0_turns_it_off(sub, monkeypatch):
     monkeypatch.setenv("MLA_TUNE", "1")
     monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("triton", 32, 4, 2, 1)})
     assert not sub._needs_tuning(4, 1024, CPU) and sub._needs_tuning(4, 8192, CPU)
-    sub.TUNED[("gfx950", 4, 1024)] = ("triton", 64, 4, 8, 1)
-    assert sub.choose(4, 1024, CPU) == ("triton", 32, 4, 2, 1)
+    sub.TUNED[("gfx950", 4, 1024)] = ("triton", 64, 4, 8, 1, 0)
+    assert sub.choose(4, 1024, CPU) == ("triton", 32, 4, 2, 1, 0)
     gpu = torch.device("cuda")  # a device object only: nothing runs on it
     monkeypatch.delenv("MLA_TUNE")
     assert sub._needs_tuning(4, 8192, gpu) and not sub._needs_tuning(4, 8192, CPU)  # default: GPUs only
