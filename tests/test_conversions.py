@@ -82,7 +82,7 @@ def every_code_with(scale_bytes):
     return packed, scales
 
 
-@pytest.mark.parametrize("convert_id, layout", forms())
+@pytest.mark.parametrize("convert_id, layout", list(forms()))
 def test_bit_exact_over_the_exact_range(convert_id, layout):
     exact_bytes = CONVERSIONS[convert_id][0]
     for start in range(exact_bytes.start, exact_bytes.stop, 32):
@@ -92,7 +92,7 @@ def test_bit_exact_over_the_exact_range(convert_id, layout):
         assert torch.equal(got, want), f"scale bytes {start}..: {int((got != want).sum())} values differ"
 
 
-@pytest.mark.parametrize("convert_id, layout", forms())
+@pytest.mark.parametrize("convert_id, layout", list(forms()))
 def test_scale_byte_255_is_nan_and_0_is_2_pow_minus_127_or_below_it(convert_id, layout):
     packed, scales = every_code_with([255, 0])
     got = convert(convert_id, layout, packed, scales)

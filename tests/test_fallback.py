@@ -73,11 +73,25 @@ def _one_exponent(words, multipliers):
 WRONG_PRIMITIVES = {"bytes-swapped": _bytes_swapped, "one-sign": _one_sign, "one-exponent": _one_exponent}
 
 
+def forget_compiled_kernels(module):
+    """Make Triton rebuild the module's kernels on their next launch: a compiled kernel is
+    cached by its arguments, not by the jit functions it calls, so a stand-in monkeypatched
+    into the module would otherwise never run on a GPU. (The interpreter runs the source.)"""
+    for value in vars(module).values():
+        if isinstance(value, triton.runtime.JITFunction):
+            value.hash = None
+            if hasattr(value, "device_caches"):
+                value.device_caches.clear()
+
+
 @pytest.fixture
 def sub(fresh_plans, monkeypatch):
     monkeypatch.setattr(fresh_plans, "FAILED_VARIANTS", set())
     monkeypatch.setattr(fresh_plans, "_WARNED", set())
-    return fresh_plans
+    forget_compiled_kernels(fresh_plans)
+    yield fresh_plans
+    monkeypatch.undo()
+    forget_compiled_kernels(fresh_plans)
 
 
 def use_variants(sub, monkeypatch, first):
