@@ -1103,8 +1103,10 @@ class _TritonPlan:
         self.variants = variants_for(_arch(device), _platform(device), launch.block_n,
                                      launch.num_warps, launch.num_stages, launch.scores)
         self.variant = None  # chosen on the first run
-        self.part_acc, self.part_ml = _partials(batch, launch.num_splits, device, launch.scores)
-        self.q_quant = _q_scratch(batch, device) if launch.scores == SCALED_SCORES else None
+        self.part_acc, self.part_ml = _partials(batch, launch.num_splits, device,
+                                                max(variant.scores for variant in self.variants))
+        scaled = any(variant.scores == SCALED_SCORES for variant in self.variants)
+        self.q_quant = _q_scratch(batch, device) if scaled else None
 
     def _launch(self, variant, *args):
         _attention(variant, self.launch.num_splits, *args, self.part_acc, self.part_ml, self.sm_scale,
