@@ -579,6 +579,7 @@ def write_json(path, mode, case_file, env, **fields):
     """One run as JSON: date, command, mode, case file, device and versions, then `fields`."""
     record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "command": "python eval.py " + " ".join(sys.argv[1:]), "mode": mode, "cases": case_file,
+              "env": {name: value for name, value in os.environ.items() if name.startswith("MLA_")},
               **env, **fields}
     Path(path).write_text(json.dumps(record, indent=2) + "\n")
 

@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 import reference as ref
-from submission import _bf16_bits, _bf16_halves, _scale_f32, _word_pairs_portable
+from submission import _bf16_bits, _bf16_halves, _quantize_q_kernel, _scale_f32, _word_pairs_portable
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -68,6 +68,24 @@ def _one_sign(words, multipliers):
 @triton.jit
 def _one_exponent(words, multipliers):
     return _stand_in(words, multipliers, 3)
+
+
+@triton.jit
+def _quantize_q_one_exponent_up(q_ptr, q8_ptr, qs_ptr, q_row_stride, q_head_stride):
+    """Wrong on purpose, and nearly invisible in the output: the real quantizer, then every
+    block's exponent one higher and its e4m3 values halved (the same numbers but for the
+    smallest ones, which lose their last bit): not the bytes the kernels' emulation has."""
+    _quantize_q_kernel(q_ptr, q8_ptr, qs_ptr, q_row_stride, q_head_stride)
+    tl.debug_barrier()
+    seq = tl.program_id(0)
+    dims = tl.arange(0, 16384)  # 16 heads x 576 dims = 9216 used
+    q8_at = q8_ptr + seq * 9216 + dims
+    q8 = tl.load(q8_at, mask=dims < 9216, other=0)
+    halved = (q8.to(tl.float8e4nv, bitcast=True).to(tl.float32) * 0.5).to(tl.float8e4nv)
+    tl.store(q8_at, halved.to(tl.uint8, bitcast=True), mask=dims < 9216)
+    blocks = tl.arange(0, 512)  # 16 heads x 18 blocks = 288 used
+    scales_at = qs_ptr + seq * 288 + blocks
+    tl.store(scales_at, tl.load(scales_at, mask=blocks < 288) + 1, mask=blocks < 288)
 
 
 WRONG_PRIMITIVES = {"bytes-swapped": _bytes_swapped, "one-sign": _one_sign, "one-exponent": _one_exponent}
@@ -197,6 +215,16 @@ def test_the_fallback_order_is_native_pinned_then_plain(sub):
     assert [(v.scores, v.convert, v.block_n, v.num_warps, v.num_stages) for v in scaled[:2]] == [
         (sub.SCALED_SCORES, sub.GFX950, 128, 8, 2), (sub.SCALED_SCORES, sub.GFX950, 128, 8, 1)]
     assert scaled[2:] == sub.variants_for("gfx950", "hip", 64, 4, 1)
+
+
+@pytest.mark.parametrize("quantizer, passes", [("real", True), ("one-exponent-up", False)])
+def test_self_check_compares_the_scaled_q_quantization_bytes(sub, monkeypatch, quantizer, passes):
+    """The SCALED family's self-check holds Q's quantization to its emulation bit for bit:
+    a quantizer whose bytes differ fails it even where the output barely moves."""
+    if quantizer != "real":
+        monkeypatch.setattr(sub, "_quantize_q_kernel", _quantize_q_one_exponent_up)
+    variant = sub.Variant(sub.PORTABLE, sub.NATURAL, 0, 64, 4, 1, True, sub.SCALED_SCORES)
+    assert sub.self_check(variant, DEVICE) is passes
 
 
 @pytest.mark.parametrize("block_n", [32, 64])
