@@ -100,6 +100,7 @@ def main():
         print(f"{status:<7} {seconds:5.0f} s  {m['name']:<62} {detail}")
     failed = [m["name"] for m, status, *_ in results if status != "caught"]
     print(f"{len(results) - len(failed)} of {len(results)} deliberate bugs caught")
+    print(f"mutations: {len(results) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0
 
 
