@@ -112,7 +112,7 @@ MUTATIONS = [
     # --- launch table and dispatch ---
     mutation("launch table: an invalid tile", "(4, 1024): ('triton', 64, 4, 16, 2),", "(4, 1024): ('triton', 48, 4, 16, 2),",
              ["tests/test_dispatch.py"]),
-    mutation("dispatch ignores the measured table", "choice = MEASURED_DISPATCH.get(_arch(device), {}).get((batch, kv_len))",
+    mutation("dispatch ignores the measured table", "choice = measured_table(device).get((batch, kv_len))",
              "choice = None", ["tests/test_dispatch.py"]),
     mutation("predicted split count not a power of two", "_pow2_floor(tiles // 2))", "max(1, tiles // 2))",
              ["tests/test_dispatch.py"]),
