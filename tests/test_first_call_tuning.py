@@ -92,6 +92,24 @@ def test_a_candidate_that_fails_is_never_picked_and_is_reported(sub):
     assert f"failed {sub._describe_choice(broken)}: fake: build error at line 3" in report
 
 
+def test_aiter_failing_in_any_way_is_a_failed_candidate(sub, monkeypatch):
+    """aiter is a library outside our tests: whatever it raises on its first call (an API
+    that moved gives TypeError) drops it from the ranking; the call goes on."""
+    monkeypatch.setattr(sub, "AITER", {"fake": True})
+    clock = FakeClock()
+    ranked = sub.ranked_candidates(256, 8192, CPU)
+    assert ("aiter",) in ranked
+    run_choice, timer = fake_world(sub, lambda c: 10.0 + ranked.index(c), clock)
+
+    def aiter_breaks(choice):
+        if choice == ("aiter",):
+            raise TypeError("mla_decode_fwd() got an unexpected keyword argument 'intra_batch_mode'")
+        run_choice(choice)
+    pick = sub.tune_first_call(256, 8192, CPU, aiter_breaks, clock=clock, timer=timer)
+    assert pick == ranked[0]
+    assert "failed aiter: TypeError: mla_decode_fwd() got an unexpected keyword" in sub.tuning_report()
+
+
 def test_a_host_side_bug_is_not_swallowed(sub):
     def run_choice(choice):
         raise KeyError("bug")
