@@ -313,6 +313,18 @@ def test_tune_case_in_process_with_the_real_submission(fresh_plans, monkeypatch)
         {arch: cases for arch, cases in before.items() if cases}  # the table is restored
 
 
+def test_tune_holds_a_scaled_candidate_to_its_own_emulation(fresh_plans, monkeypatch):
+    """A SCALED-family candidate quantizes Q to e4m3: on a short sequence it misses
+    8e-3 + 2e-2 |ref| of attention with the bf16 Q, so tune checks it against attention
+    with its own dequantized Q (and still against the runner's rule)."""
+    scaled = ("triton", 64, 4, 1, 1, fresh_plans.SCALED_SCORES)
+    monkeypatch.setattr(fresh_plans, "tune_candidates", lambda batch, kv_len, device: [scaled])
+    case = harness.TestCase(args=dict(batchsize=2, qseqlen=1, kvseqlen=17, seed=5), spec=TINY_CASE)
+    row, = harness._run_tune_case(case, runs=1)
+    assert row["checked"], row.get("error")
+    assert "scaled" in row["variant"]
+
+
 # --- the MEASURED DISPATCH block ----------------------------------------------------------
 
 BLOCK = f"""{harness.TABLE_BEGIN}

@@ -150,6 +150,11 @@ MUTATIONS = [
      "old": '    measured_on[arch] = f"{provenance}; other cases: {earlier}" if kept and earlier else provenance',
      "new": "    measured_on[arch] = provenance",
      "tests": [WRITE_ONE_CASE, TUNE_WRITES]},
+    {"name": "tune holds a SCALED candidate to exact attention with the bf16 Q",
+     "path": "eval.py",
+     "old": "good = _exact_ok(data, output, submission.quantize_q_reference if scaled else None)",
+     "new": "good = _exact_ok(data, output)",
+     "tests": ["tests/test_eval_modes.py::test_tune_holds_a_scaled_candidate_to_its_own_emulation"]},
 ]
 
 
