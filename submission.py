@@ -429,6 +429,26 @@ def _even_odd_split(q_rows, kv_ptr, scale_ptr, lo, full_end, hi, kv_row_stride, 
 
 
 @triton.jit
+def _split_range(qo_indptr_ptr, kv_indptr_ptr, total_kv, num_splits, BLOCK_N: tl.constexpr):
+    """This program's KV rows: sequence program_id(1), split program_id(0) of num_splits,
+    each split a run of whole BLOCK_N-token tiles -> (seq, split, range_ok, lo, full_end,
+    hi): rows [lo, hi), full tiles up to full_end. range_ok is False (and the range empty)
+    when kv_indptr decreases or passes total_kv, or qo_indptr is not 0, 1, ..., batch."""
+    split = tl.program_id(0)
+    seq = tl.program_id(1)
+    kv_start = tl.load(kv_indptr_ptr + seq)
+    kv_end = tl.load(kv_indptr_ptr + seq + 1)
+    q_ok = (tl.load(qo_indptr_ptr + seq) == seq) & (tl.load(qo_indptr_ptr + seq + 1) == seq + 1)
+    range_ok = (kv_start >= 0) & (kv_start <= kv_end) & (kv_end <= total_kv) & q_ok
+    kv_end = tl.where(range_ok, kv_end, kv_start)  # an invalid range reads nothing
+    tiles_per_split = tl.cdiv(tl.cdiv(kv_end - kv_start, BLOCK_N), num_splits)
+    lo = kv_start + split * tiles_per_split * BLOCK_N
+    hi = tl.minimum(lo + tiles_per_split * BLOCK_N, kv_end)
+    full_end = lo + tl.maximum(hi - lo, 0) // BLOCK_N * BLOCK_N
+    return seq, split, range_ok, lo, full_end, hi
+
+
+@triton.jit
 def _store_rows(rows, dims, acc, l_i, range_ok, value_scale, DIRECT_OUT: tl.constexpr):
     """acc (16, len(dims)) into columns `dims` of the 16 rows: normalized to bf16 (an
     invalid range gives NaN, an empty one zeros) or, for a partial, as is."""
@@ -470,18 +490,8 @@ def _mla_split_kernel(
     """
     tl.static_assert((CONVERT >= 0) & (CONVERT <= 2), "CONVERT must be PORTABLE, PTX_SM90 or GFX950")
     tl.static_assert((LAYOUT == 0) | (LAYOUT == 1), "LAYOUT must be NATURAL or EVEN_ODD")
-    split = tl.program_id(0)
-    seq = tl.program_id(1)
-    kv_start = tl.load(kv_indptr_ptr + seq)
-    kv_end = tl.load(kv_indptr_ptr + seq + 1)
-    q_ok = (tl.load(qo_indptr_ptr + seq) == seq) & (tl.load(qo_indptr_ptr + seq + 1) == seq + 1)
-    range_ok = (kv_start >= 0) & (kv_start <= kv_end) & (kv_end <= total_kv) & q_ok
-    kv_end = tl.where(range_ok, kv_end, kv_start)  # an invalid range reads nothing
-    num_tiles = tl.cdiv(kv_end - kv_start, BLOCK_N)
-    tiles_per_split = tl.cdiv(num_tiles, num_splits)
-    lo = kv_start + split * tiles_per_split * BLOCK_N
-    hi = tl.minimum(lo + tiles_per_split * BLOCK_N, kv_end)
-    full_end = lo + tl.maximum(hi - lo, 0) // BLOCK_N * BLOCK_N
+    seq, split, range_ok, lo, full_end, hi = _split_range(qo_indptr_ptr, kv_indptr_ptr, total_kv, num_splits,
+                                                          BLOCK_N)
 
     heads = tl.arange(0, NUM_HEADS_C)
     q_rows = q_ptr + seq * q_row_stride + heads[:, None] * q_head_stride
@@ -620,17 +630,8 @@ def _mla_scaled_split_kernel(
     Full tiles run unmasked, then one masked tail.
     """
     tl.static_assert((CONVERT == 0) | (CONVERT == 2), "CONVERT must be PORTABLE or GFX950")
-    split = tl.program_id(0)
-    seq = tl.program_id(1)
-    kv_start = tl.load(kv_indptr_ptr + seq)
-    kv_end = tl.load(kv_indptr_ptr + seq + 1)
-    q_ok = (tl.load(qo_indptr_ptr + seq) == seq) & (tl.load(qo_indptr_ptr + seq + 1) == seq + 1)
-    range_ok = (kv_start >= 0) & (kv_start <= kv_end) & (kv_end <= total_kv) & q_ok
-    kv_end = tl.where(range_ok, kv_end, kv_start)
-    tiles_per_split = tl.cdiv(tl.cdiv(kv_end - kv_start, BLOCK_N), num_splits)
-    lo = kv_start + split * tiles_per_split * BLOCK_N
-    hi = tl.minimum(lo + tiles_per_split * BLOCK_N, kv_end)
-    full_end = lo + tl.maximum(hi - lo, 0) // BLOCK_N * BLOCK_N
+    seq, split, range_ok, lo, full_end, hi = _split_range(qo_indptr_ptr, kv_indptr_ptr, total_kv, num_splits,
+                                                          BLOCK_N)
 
     heads = tl.arange(0, NUM_HEADS_C)
     q8_rows = q8_ptr + seq * (NUM_HEADS_C * QK_DIM_C) + heads[:, None] * QK_DIM_C
