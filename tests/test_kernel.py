@@ -82,9 +82,6 @@ def force_variant(sub, monkeypatch, name):
     min_block_n = GPU_MIN_BLOCK_N.get(name, 1) if platform != "cpu" else 1
     monkeypatch.setattr(sub, "variants_for", lambda arch, platform, block_n, num_warps, num_stages=1, scores=0: [
         sub.Variant(form[0], form[1], form[2], max(block_n, min_block_n), num_warps, num_stages, form[3], form[4])])
-    if form[4] == sub.SCALED_SCORES:  # the plans must allocate the family's scratch
-        real_choose = sub.choose
-        monkeypatch.setattr(sub, "choose", lambda *args: (*real_choose(*args)[:5], sub.SCALED_SCORES))
     return form
 
 
