@@ -30,6 +30,7 @@ MLA_CHECK=1 checks the indptr values on every call (by default: on a plan's firs
 MLA_TUNE=0 turns first-call tuning off (1: also on a CPU), MLA_TABLE=0 ignores the table.
 """
 import functools
+import hashlib
 import math
 import os
 import sys
@@ -283,6 +284,87 @@ def _bytes_to_bf16(packed, scale_bytes, BLOCK_N: tl.constexpr, WIDTH: tl.constex
 # =======================================================================================
 # Kernels
 # =======================================================================================
+# One call is one launch of _mla_split_kernel, grid (num_splits, batch): program (s, b) runs
+# split s of sequence b. Its MERGE constexpr says how a sequence's splits become its output,
+# and so how many launches a call makes:
+#
+#   MERGE     the split kernel writes                       then                     launches
+#   DIRECT    out (bf16, normalized): one split per seq     -                        1
+#   COMBINE   part_acc / part_ml (float32 partials)         _mla_combine_kernel,     2
+#                                                           grid (batch, 16), reads
+#                                                           them and writes out
+#   FUSED     the partials, then adds 1 to count[b]; the    -                        1
+#             program that brings count[b] to a multiple
+#             of num_splits (the last of its sequence)
+#             reads the partials and writes out
+#
+# Families (SCORES): BF16 converts each tile once to bf16 for both dots; SCALED quantizes Q
+# to e4m3 in the program itself (split 0 also writes the bytes to q8 / qs, for the
+# self-check) and runs the scores on the scaled matrix instructions (tl.dot_scaled).
+MERGE_DIRECT, MERGE_COMBINE, MERGE_FUSED = 0, 1, 2
+MERGE_NAMES = {MERGE_DIRECT: "direct", MERGE_COMBINE: "combine", MERGE_FUSED: "fused"}
+BF16_SCORES, SCALED_SCORES = 0, 1
+FAMILY_NAMES = {BF16_SCORES: "bf16", SCALED_SCORES: "scaled"}
+COMBINE_MAX_CHUNK = 16  # splits the combine kernel holds in registers at once (a running rescale across chunks)
+FUSED_MERGE_HEADS = 4  # heads the FUSED merge holds at once (8 or 16 spill the 8-warp SCALED form on gfx950)
+ROPE_PAD_BYTES = 64  # SCALED: the 64 rope dims padded to 128 (the scaled instruction's K), as e2m1 pairs
+
+# --- Phase probes (the instrument of tools/phase_probe.py) -------------------------------
+# With PROBE on (PROBE_PTX on NVIDIA, PROBE_AMD on AMD) a program waits for the data of a
+# phase, synchronizes its warps and stores the SM clock in its row of probe_ptr at the
+# phase's slot, and the global timer (ns) at its start and end. Off (PROBE_OFF, what every
+# call runs) each probe compiles to nothing. The barriers serialize the warps, so probed
+# times are upper bounds; the tool reports the probed call's time beside the plain one.
+PROBE_OFF, PROBE_PTX, PROBE_AMD = 0, 1, 2
+PROBE_PHASES = ("start", "range", "q", "tile0 loaded", "tile0 scores", "tile0 softmax", "tile0 values",
+                "last loaded", "last scores", "last softmax", "last values", "tiles done", "written",
+                "merged", "end")
+SLOT_START, SLOT_RANGE, SLOT_Q, SLOT_TILE0, SLOT_LAST_TILE, SLOT_TILES_DONE, SLOT_WRITTEN, SLOT_MERGED, SLOT_END = (
+    PROBE_PHASES.index(name) for name in ("start", "range", "q", "tile0 loaded", "last loaded", "tiles done",
+                                          "written", "merged", "end"))
+PROBE_GLOBAL_START, PROBE_GLOBAL_END, PROBE_SINK = len(PROBE_PHASES), len(PROBE_PHASES) + 1, len(PROBE_PHASES) + 2
+PROBE_SLOTS = len(PROBE_PHASES) + 3  # int64 per program
+
+
+@triton.jit
+def _timer(dep, PROBE: tl.constexpr, GLOBAL: tl.constexpr):
+    """The SM clock (GLOBAL: the global timer in ns) read after `dep` (an int32 scalar)."""
+    if PROBE == 1:
+        if GLOBAL:
+            return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [dep], dtype=tl.int64,
+                                             is_pure=False, pack=1)
+        return tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l,r", [dep], dtype=tl.int64,
+                                         is_pure=False, pack=1)
+    if GLOBAL:  # a 100 MHz clock
+        return tl.inline_asm_elementwise("s_memrealtime $0\ns_waitcnt lgkmcnt(0)", "=s,v", [dep],
+                                         dtype=tl.int64, is_pure=False, pack=1) * 10
+    return tl.inline_asm_elementwise("s_memtime $0\ns_waitcnt lgkmcnt(0)", "=s,v", [dep], dtype=tl.int64,
+                                     is_pure=False, pack=1)
+
+
+@triton.jit
+def _probe(probe_row, slot, dep, PROBE: tl.constexpr, GLOBAL: tl.constexpr = False):
+    """PROBE: the clock into probe_row[slot] once `dep` (any tensor or scalar the phase
+    produced) is ready in every warp: its sum is stored first (so the store waits for the
+    data), then a barrier, then the clock."""
+    if PROBE:
+        ready = tl.sum(dep.to(tl.float32) + tl.zeros([1], tl.float32))
+        tl.store(probe_row + PROBE_SINK_C, ready.to(tl.int64))
+        tl.debug_barrier()
+        tl.store(probe_row + slot, _timer(ready.to(tl.int32, bitcast=True), PROBE, GLOBAL))
+
+
+@triton.jit
+def _tile_slot(tile_start, lo, PROBE: tl.constexpr):
+    """The first probe slot of a tile's phases: the first tile's, or the last tile's (each
+    later tile overwrites them)."""
+    slot = 0
+    if PROBE:
+        slot = tl.where(tile_start == lo, SLOT_TILE0_C, SLOT_LAST_TILE_C)
+    return slot
+
+
+# --- One tile --------------------------------------------------------------------------
 
 @triton.jit
 def _softmax_step(scores, m_i, l_i, qk_scale_log2):
@@ -308,14 +390,14 @@ def _load_tile(base, cols, rows_ok, MASKED: tl.constexpr):
 
 
 @triton.jit
-def _natural_tile(q_nope, q_rope, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
-                  scale_row_stride, qk_scale_log2, m_i, l_i, acc, BLOCK_N: tl.constexpr,
-                  CONVERT: tl.constexpr, PIN: tl.constexpr, MASKED: tl.constexpr):
-    """One tile in the NATURAL layout: load as words, convert once, online softmax.
+def _natural_tile(q_nope, q_rope, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride, scale_row_stride,
+                  qk_scale_log2, m_i, l_i, acc, probe_row, tile_slot, BLOCK_N: tl.constexpr,
+                  CONVERT: tl.constexpr, PIN: tl.constexpr, MASKED: tl.constexpr, PROBE: tl.constexpr):
+    """BF16 family, NATURAL layout: load the tile as words, convert it once to bf16 in dim
+    order, scores over 576 dims, online softmax, values over the first 512.
 
     m_i (16,) is the running max of the raw scores, l_i (16,) the sum of p, acc (16, 512)
-    the sum of p * v (all relative to m_i). MASKED: the tile may run past hi (the last
-    tile of a split); full tiles skip every mask.
+    the sum of p * v (relative to m_i). MASKED: the tile may run past hi.
     """
     kv_rows, scale_rows = _tile_rows(kv_ptr, scale_ptr, tile_start, kv_row_stride, scale_row_stride, BLOCK_N)
     kv_rows = kv_rows.to(tl.pointer_type(tl.int32))  # row starts are 4-byte aligned
@@ -324,109 +406,114 @@ def _natural_tile(q_nope, q_rope, kv_ptr, scale_ptr, tile_start, hi, kv_row_stri
     words_rope = _load_tile(kv_rows + V_DIM_C // 8, tl.arange(0, ROPE_C // 8), rows_ok, MASKED)
     scales = _load_tile(scale_rows, tl.arange(0, V_DIM_C // 32), rows_ok, MASKED)
     scales_rope = _load_tile(scale_rows + V_DIM_C // 32, tl.arange(0, ROPE_C // 32), rows_ok, MASKED)
+    _probe(probe_row, tile_slot, words, PROBE)
     k = _words_to_bf16(words, scales, BLOCK_N, V_DIM_C // 8, CONVERT, PIN)
     k_rope = _words_to_bf16(words_rope, scales_rope, BLOCK_N, ROPE_C // 8, CONVERT, PIN)
     scores = tl.dot(q_nope, tl.trans(k))
     scores = tl.dot(q_rope, tl.trans(k_rope), scores)
+    _probe(probe_row, tile_slot + 1, scores, PROBE)
     if MASKED:
         scores = tl.where(rows_ok[None, :], scores, float("-inf"))
     m_i, alpha, p, l_i = _softmax_step(scores, m_i, l_i, qk_scale_log2)
+    _probe(probe_row, tile_slot + 2, l_i, PROBE)
     acc = tl.dot(p.to(tl.bfloat16), k, acc * alpha[:, None])
+    _probe(probe_row, tile_slot + 3, acc, PROBE)
     return m_i, l_i, acc
 
 
 @triton.jit
 def _even_odd_tile(q_even, q_odd, q_rope_even, q_rope_odd, kv_ptr, scale_ptr, tile_start, hi,
-                   kv_row_stride, scale_row_stride, qk_scale_log2, m_i, l_i, acc_even, acc_odd,
-                   BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, PIN: tl.constexpr,
-                   MASKED: tl.constexpr):
-    """One tile in the EVEN_ODD layout (as _natural_tile; acc split into even and odd dims)."""
+                   kv_row_stride, scale_row_stride, qk_scale_log2, m_i, l_i, acc_even, acc_odd, probe_row,
+                   tile_slot, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, PIN: tl.constexpr,
+                   MASKED: tl.constexpr, PROBE: tl.constexpr):
+    """BF16 family, EVEN_ODD layout (as _natural_tile; the tile read as bytes, the even and
+    the odd dims apart, acc_even / acc_odd (16, 256) the sums of the even / odd dims)."""
     kv_rows, scale_rows = _tile_rows(kv_ptr, scale_ptr, tile_start, kv_row_stride, scale_row_stride, BLOCK_N)
     rows_ok = tile_start + tl.arange(0, BLOCK_N) < hi
     packed = _load_tile(kv_rows, tl.arange(0, V_DIM_C // 2), rows_ok, MASKED)
     packed_rope = _load_tile(kv_rows + V_DIM_C // 2, tl.arange(0, ROPE_C // 2), rows_ok, MASKED)
     scales = _load_tile(scale_rows, tl.arange(0, V_DIM_C // 32), rows_ok, MASKED)
     scales_rope = _load_tile(scale_rows + V_DIM_C // 32, tl.arange(0, ROPE_C // 32), rows_ok, MASKED)
+    _probe(probe_row, tile_slot, packed, PROBE)
     k_even, k_odd = _bytes_to_bf16(packed, scales, BLOCK_N, V_DIM_C // 2, CONVERT, PIN)
     kr_even, kr_odd = _bytes_to_bf16(packed_rope, scales_rope, BLOCK_N, ROPE_C // 2, CONVERT, PIN)
     scores = tl.dot(q_even, tl.trans(k_even))
     scores = tl.dot(q_odd, tl.trans(k_odd), scores)
     scores = tl.dot(q_rope_even, tl.trans(kr_even), scores)
     scores = tl.dot(q_rope_odd, tl.trans(kr_odd), scores)
+    _probe(probe_row, tile_slot + 1, scores, PROBE)
     if MASKED:
         scores = tl.where(rows_ok[None, :], scores, float("-inf"))
     m_i, alpha, p, l_i = _softmax_step(scores, m_i, l_i, qk_scale_log2)
+    _probe(probe_row, tile_slot + 2, l_i, PROBE)
     p = p.to(tl.bfloat16)
     acc_even = tl.dot(p, k_even, acc_even * alpha[:, None])
     acc_odd = tl.dot(p, k_odd, acc_odd * alpha[:, None])
+    _probe(probe_row, tile_slot + 3, acc_odd, PROBE)
     return m_i, l_i, acc_even, acc_odd
 
 
 @triton.jit
-def _natural_split(q_rows, kv_ptr, scale_ptr, lo, full_end, hi, kv_row_stride, scale_row_stride,
-                   qk_scale_log2, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, PIN: tl.constexpr,
-                   SPLIT_TAIL: tl.constexpr):
-    """Tiles [lo, hi) of one sequence in the NATURAL layout -> (m, l, acc (16, 512)).
-
-    SPLIT_TAIL: full tiles [lo, full_end) unmasked, then one masked tail tile (fewer
-    instructions per element: 1.97 instead of 2.6 VALU with the gfx950 conversion); else
-    one loop of masked tiles (the second copy of the tile code makes portable forms spill).
-    """
-    q_nope = tl.load(q_rows + tl.arange(0, V_DIM_C)[None, :])
-    q_rope = tl.load(q_rows + V_DIM_C + tl.arange(0, ROPE_C)[None, :])
-    m_i = tl.full([NUM_HEADS_C], float("-inf"), tl.float32)
-    l_i = tl.zeros([NUM_HEADS_C], tl.float32)
-    acc = tl.zeros([NUM_HEADS_C, V_DIM_C], tl.float32)
-    if SPLIT_TAIL:
-        for tile_start in range(lo, full_end, BLOCK_N):
-            m_i, l_i, acc = _natural_tile(q_nope, q_rope, kv_ptr, scale_ptr, tile_start, hi,
-                                          kv_row_stride, scale_row_stride, qk_scale_log2, m_i, l_i,
-                                          acc, BLOCK_N, CONVERT, PIN, False)
-        if full_end < hi:
-            m_i, l_i, acc = _natural_tile(q_nope, q_rope, kv_ptr, scale_ptr, full_end, hi,
-                                          kv_row_stride, scale_row_stride, qk_scale_log2, m_i, l_i,
-                                          acc, BLOCK_N, CONVERT, PIN, True)
-    else:
-        for tile_start in range(lo, hi, BLOCK_N):
-            m_i, l_i, acc = _natural_tile(q_nope, q_rope, kv_ptr, scale_ptr, tile_start, hi,
-                                          kv_row_stride, scale_row_stride, qk_scale_log2, m_i, l_i,
-                                          acc, BLOCK_N, CONVERT, PIN, True)
-    return m_i, l_i, acc
+def _scaled_tile(q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
+                 scale_row_stride, qk_scale_log2, m_i, l_i, acc_t, probe_row, tile_slot, BLOCK_N: tl.constexpr,
+                 CONVERT: tl.constexpr, MASKED: tl.constexpr, PROBE: tl.constexpr):
+    """SCALED family: scores = e4m3 Q x e2m1 K on tl.dot_scaled (K never converted); the
+    values: the first 512 dims of the same tile converted once to bf16, the dot written
+    transposed, acc_t (512, 16) += V^T P^T, so the 512 output dims split over the warps and
+    no warp recomputes another's scores (times 2^-LOG2_SHIFT[CONVERT]). The rope dims are
+    padded to 128 with zero codes (scale byte 127)."""
+    kv_rows, scale_rows = _tile_rows(kv_ptr, scale_ptr, tile_start, kv_row_stride, scale_row_stride, BLOCK_N)
+    rows_ok = tile_start + tl.arange(0, BLOCK_N) < hi
+    rope_bytes = tl.arange(0, ROPE_PAD_BYTES_C)
+    rope_blocks = tl.arange(0, ROPE_PAD_BYTES_C // 16)
+    rope_real = rope_bytes[None, :] < ROPE_C // 2
+    rope_scale_real = rope_blocks[None, :] < ROPE_C // 32
+    if MASKED:
+        rope_real = rope_real & rows_ok[:, None]
+        rope_scale_real = rope_scale_real & rows_ok[:, None]
+    k = _load_tile(kv_rows, tl.arange(0, V_DIM_C // 2), rows_ok, MASKED)
+    k_scales = _load_tile(scale_rows, tl.arange(0, V_DIM_C // 32), rows_ok, MASKED)
+    # the same bytes again as words for the values' conversion (a cache hit)
+    words = _load_tile(kv_rows.to(tl.pointer_type(tl.int32)), tl.arange(0, V_DIM_C // 8), rows_ok, MASKED)
+    k_rope = tl.load(kv_rows + V_DIM_C // 2 + rope_bytes[None, :], mask=rope_real, other=0)
+    k_rope_scales = tl.load(scale_rows + V_DIM_C // 32 + rope_blocks[None, :], mask=rope_scale_real, other=127)
+    _probe(probe_row, tile_slot, k, PROBE)
+    scores = tl.dot_scaled(q8_nope, qs_nope, "e4m3", tl.trans(k), k_scales, "e2m1")
+    scores = tl.dot_scaled(q8_rope, qs_rope, "e4m3", tl.trans(k_rope), k_rope_scales, "e2m1", scores)
+    _probe(probe_row, tile_slot + 1, scores, PROBE)
+    if MASKED:
+        scores = tl.where(rows_ok[None, :], scores, float("-inf"))
+    m_i, alpha, p, l_i = _softmax_step(scores, m_i, l_i, qk_scale_log2)
+    _probe(probe_row, tile_slot + 2, l_i, PROBE)
+    values = _words_to_bf16(words, k_scales, BLOCK_N, V_DIM_C // 8, CONVERT, 0, True)
+    acc_t = tl.dot(tl.trans(values), tl.trans(p.to(tl.bfloat16)), acc_t * alpha[None, :])
+    _probe(probe_row, tile_slot + 3, acc_t, PROBE)
+    return m_i, l_i, acc_t
 
 
 @triton.jit
-def _even_odd_split(q_rows, kv_ptr, scale_ptr, lo, full_end, hi, kv_row_stride, scale_row_stride,
-                    qk_scale_log2, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, PIN: tl.constexpr,
-                    SPLIT_TAIL: tl.constexpr):
-    """Tiles [lo, hi) of one sequence in the EVEN_ODD layout -> (m, l, acc of the even
-    dims (16, 256), acc of the odd dims (16, 256)); SPLIT_TAIL as in _natural_split (on
-    sm_90 a separate tail spills, so the dispatch runs one masked loop there)."""
-    pairs = tl.arange(0, V_DIM_C // 2)
-    rope_pairs = tl.arange(0, ROPE_C // 2)
-    q_even = tl.load(q_rows + 2 * pairs[None, :])
-    q_odd = tl.load(q_rows + 2 * pairs[None, :] + 1)
-    q_rope_even = tl.load(q_rows + V_DIM_C + 2 * rope_pairs[None, :])
-    q_rope_odd = tl.load(q_rows + V_DIM_C + 2 * rope_pairs[None, :] + 1)
-    m_i = tl.full([NUM_HEADS_C], float("-inf"), tl.float32)
-    l_i = tl.zeros([NUM_HEADS_C], tl.float32)
-    acc_even = tl.zeros([NUM_HEADS_C, V_DIM_C // 2], tl.float32)
-    acc_odd = tl.zeros([NUM_HEADS_C, V_DIM_C // 2], tl.float32)
-    if SPLIT_TAIL:
-        for tile_start in range(lo, full_end, BLOCK_N):
-            m_i, l_i, acc_even, acc_odd = _even_odd_tile(
-                q_even, q_odd, q_rope_even, q_rope_odd, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
-                scale_row_stride, qk_scale_log2, m_i, l_i, acc_even, acc_odd, BLOCK_N, CONVERT, PIN, False)
-        if full_end < hi:
-            m_i, l_i, acc_even, acc_odd = _even_odd_tile(
-                q_even, q_odd, q_rope_even, q_rope_odd, kv_ptr, scale_ptr, full_end, hi, kv_row_stride,
-                scale_row_stride, qk_scale_log2, m_i, l_i, acc_even, acc_odd, BLOCK_N, CONVERT, PIN, True)
+def _tile(qa, qb, qc, qd, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride, scale_row_stride, qk_scale_log2,
+          m_i, l_i, acc_a, acc_b, probe_row, tile_slot, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr,
+          LAYOUT: tl.constexpr, PIN: tl.constexpr, SCORES: tl.constexpr, MASKED: tl.constexpr,
+          PROBE: tl.constexpr):
+    """One tile in the form of (SCORES, LAYOUT): Q's operands qa..qd and the accumulators
+    acc_a, acc_b as _load_q and _zero_acc make them (unused ones pass through)."""
+    if SCORES == 1:
+        m_i, l_i, acc_a = _scaled_tile(qa, qb, qc, qd, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
+                                       scale_row_stride, qk_scale_log2, m_i, l_i, acc_a, probe_row, tile_slot,
+                                       BLOCK_N, CONVERT, MASKED, PROBE)
+    elif LAYOUT == 0:
+        m_i, l_i, acc_a = _natural_tile(qa, qb, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
+                                        scale_row_stride, qk_scale_log2, m_i, l_i, acc_a, probe_row, tile_slot,
+                                        BLOCK_N, CONVERT, PIN, MASKED, PROBE)
     else:
-        for tile_start in range(lo, hi, BLOCK_N):
-            m_i, l_i, acc_even, acc_odd = _even_odd_tile(
-                q_even, q_odd, q_rope_even, q_rope_odd, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
-                scale_row_stride, qk_scale_log2, m_i, l_i, acc_even, acc_odd, BLOCK_N, CONVERT, PIN, True)
-    return m_i, l_i, acc_even, acc_odd
+        m_i, l_i, acc_a, acc_b = _even_odd_tile(qa, qb, qc, qd, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
+                                                scale_row_stride, qk_scale_log2, m_i, l_i, acc_a, acc_b,
+                                                probe_row, tile_slot, BLOCK_N, CONVERT, PIN, MASKED, PROBE)
+    return m_i, l_i, acc_a, acc_b
 
+
+# --- One program: Q, the tiles of its split, the result --------------------------------
 
 @triton.jit
 def _split_range(qo_indptr_ptr, kv_indptr_ptr, total_kv, num_splits, BLOCK_N: tl.constexpr):
@@ -449,217 +536,267 @@ def _split_range(qo_indptr_ptr, kv_indptr_ptr, total_kv, num_splits, BLOCK_N: tl
 
 
 @triton.jit
-def _store_rows(rows, dims, acc, l_i, range_ok, value_scale, DIRECT_OUT: tl.constexpr):
-    """acc (16, len(dims)) into columns `dims` of the 16 rows: normalized to bf16 (an
-    invalid range gives NaN, an empty one zeros) or, for a partial, as is."""
-    if DIRECT_OUT:
-        norm = tl.where(l_i > 0, value_scale / l_i, 0.0)
-        norm = tl.where(range_ok, norm, float("nan"))
-        tl.store(rows + dims[None, :], (acc * norm[:, None]).to(tl.bfloat16))
-    else:
-        tl.store(rows + dims[None, :], acc)
+def _quantize_e4m3_blocks(q, ROWS: tl.constexpr, BLOCKS: tl.constexpr):
+    """q (ROWS, BLOCKS * 32) float32 -> (q8 (ROWS, BLOCKS * 32) e4m3, scale bytes (ROWS,
+    BLOCKS) e8m0): per block of 32 dims the smallest exponent e with amax / 2^e <= 448 (so
+    nothing saturates), clamped to [-126, 127]; q8 = q / 2^e rounded to nearest even. The
+    torch twin is quantize_q_reference."""
+    blocks = tl.reshape(q, (ROWS, BLOCKS, 32))
+    bits = tl.max(tl.abs(blocks), axis=2).to(tl.int32, bitcast=True)
+    # amax = m 2^E with m in [1, 2): 448 = 1.75 * 2^8, so e = E - 8, or E - 7 when m > 1.75
+    exponent = ((bits >> 23) & 0xFF) - 127 - 8 + ((bits & 0x7FFFFF) > 0x600000).to(tl.int32)
+    exponent = tl.minimum(tl.maximum(exponent, -126), 127)
+    inverse = ((127 - exponent) << 23).to(tl.float32, bitcast=True)
+    q8 = tl.reshape(blocks * inverse[:, :, None], (ROWS, BLOCKS * 32)).to(tl.float8e4nv)
+    return q8, (exponent + 127).to(tl.uint8)
 
 
 @triton.jit
+def _load_q(q_rows, q8_ptr, qs_ptr, seq, split, LAYOUT: tl.constexpr, SCORES: tl.constexpr):
+    """This sequence's Q (q_rows: (16, 1) row pointers of bf16 Q) as the tile function of
+    (SCORES, LAYOUT) takes it -> (qa, qb, qc, qd):
+      BF16 NATURAL: (dims 0..511, dims 512..575, -, -) in bf16;
+      BF16 EVEN_ODD: the even and the odd dims of the first 512, then of the 64 rope dims
+        (read as whole rows, split in registers);
+      SCALED: (e4m3 dims 0..511, their 16 e8m0 block scales, e4m3 rope dims padded to 128,
+        their 4 scales), quantized here; split 0 writes the bytes to q8 (batch, 16, 576) and
+        qs (batch, 16, 18) for the self-check, which compares them with quantize_q_reference.
+    """
+    q_nope = tl.load(q_rows + tl.arange(0, V_DIM_C)[None, :])
+    if SCORES == 1:
+        rope_dims = tl.arange(0, 2 * ROPE_PAD_BYTES_C)
+        q_rope = tl.load(q_rows + V_DIM_C + rope_dims[None, :], mask=rope_dims[None, :] < ROPE_C, other=0.0)
+        q8_nope, qs_nope = _quantize_e4m3_blocks(q_nope.to(tl.float32), NUM_HEADS_C, V_DIM_C // 32)
+        q8_rope, qs_rope = _quantize_e4m3_blocks(q_rope.to(tl.float32), NUM_HEADS_C, 2 * ROPE_PAD_BYTES_C // 32)
+        if split == 0:
+            heads = tl.arange(0, NUM_HEADS_C)[:, None]
+            q8_rows = q8_ptr + seq * (NUM_HEADS_C * QK_DIM_C) + heads * QK_DIM_C
+            qs_rows = qs_ptr + seq * (NUM_HEADS_C * SCALE_COLS_C) + heads * SCALE_COLS_C
+            rope_blocks = tl.arange(0, 2 * ROPE_PAD_BYTES_C // 32)[None, :]
+            tl.store(q8_rows + tl.arange(0, V_DIM_C)[None, :], q8_nope.to(tl.uint8, bitcast=True))
+            tl.store(q8_rows + V_DIM_C + rope_dims[None, :], q8_rope.to(tl.uint8, bitcast=True),
+                     mask=rope_dims[None, :] < ROPE_C)
+            tl.store(qs_rows + tl.arange(0, V_DIM_C // 32)[None, :], qs_nope)
+            tl.store(qs_rows + V_DIM_C // 32 + rope_blocks, qs_rope, mask=rope_blocks < ROPE_C // 32)
+        qa, qb, qc, qd = q8_nope, qs_nope, q8_rope, qs_rope
+    elif LAYOUT == 0:
+        q_rope = tl.load(q_rows + V_DIM_C + tl.arange(0, ROPE_C)[None, :])
+        qa, qb, qc, qd = q_nope, q_rope, q_rope, q_rope
+    else:
+        q_rope = tl.load(q_rows + V_DIM_C + tl.arange(0, ROPE_C)[None, :])
+        qa, qb = tl.split(tl.reshape(q_nope, (NUM_HEADS_C, V_DIM_C // 2, 2)))
+        qc, qd = tl.split(tl.reshape(q_rope, (NUM_HEADS_C, ROPE_C // 2, 2)))
+    return qa, qb, qc, qd
+
+
+@triton.jit
+def _zero_acc(LAYOUT: tl.constexpr, SCORES: tl.constexpr):
+    """The accumulators (acc_a, acc_b) of (SCORES, LAYOUT): SCALED (512, 16) transposed,
+    NATURAL (16, 512), EVEN_ODD (16, 256) even and odd dims; an unused one is (1, 1)."""
+    if SCORES == 1:
+        acc_a, acc_b = tl.zeros([V_DIM_C, NUM_HEADS_C], tl.float32), tl.zeros([1, 1], tl.float32)
+    elif LAYOUT == 0:
+        acc_a, acc_b = tl.zeros([NUM_HEADS_C, V_DIM_C], tl.float32), tl.zeros([1, 1], tl.float32)
+    else:
+        acc_a = tl.zeros([NUM_HEADS_C, V_DIM_C // 2], tl.float32)
+        acc_b = tl.zeros([NUM_HEADS_C, V_DIM_C // 2], tl.float32)
+    return acc_a, acc_b
+
+
+@triton.jit
+def _split_loop(qa, qb, qc, qd, kv_ptr, scale_ptr, lo, full_end, hi, kv_row_stride, scale_row_stride,
+                qk_scale_log2, probe_row, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, LAYOUT: tl.constexpr,
+                PIN: tl.constexpr, SCORES: tl.constexpr, SPLIT_TAIL: tl.constexpr, PROBE: tl.constexpr):
+    """Tiles [lo, hi) of one sequence -> (m_i, l_i, acc_a, acc_b). SPLIT_TAIL: full tiles
+    [lo, full_end) unmasked, then one masked tail tile (fewer instructions per element:
+    1.97 instead of 2.6 VALU with the gfx950 conversion); else one loop of masked tiles (the
+    second copy of the tile code makes the portable and sm_90 forms spill)."""
+    m_i = tl.full([NUM_HEADS_C], float("-inf"), tl.float32)
+    l_i = tl.zeros([NUM_HEADS_C], tl.float32)
+    acc_a, acc_b = _zero_acc(LAYOUT, SCORES)
+    if SPLIT_TAIL:
+        for tile_start in range(lo, full_end, BLOCK_N):
+            m_i, l_i, acc_a, acc_b = _tile(qa, qb, qc, qd, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
+                                           scale_row_stride, qk_scale_log2, m_i, l_i, acc_a, acc_b, probe_row,
+                                           _tile_slot(tile_start, lo, PROBE), BLOCK_N, CONVERT, LAYOUT, PIN,
+                                           SCORES, False, PROBE)
+        if full_end < hi:
+            m_i, l_i, acc_a, acc_b = _tile(qa, qb, qc, qd, kv_ptr, scale_ptr, full_end, hi, kv_row_stride,
+                                           scale_row_stride, qk_scale_log2, m_i, l_i, acc_a, acc_b, probe_row,
+                                           _tile_slot(full_end, lo, PROBE), BLOCK_N, CONVERT, LAYOUT, PIN,
+                                           SCORES, True, PROBE)
+    else:
+        for tile_start in range(lo, hi, BLOCK_N):
+            m_i, l_i, acc_a, acc_b = _tile(qa, qb, qc, qd, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
+                                           scale_row_stride, qk_scale_log2, m_i, l_i, acc_a, acc_b, probe_row,
+                                           _tile_slot(tile_start, lo, PROBE), BLOCK_N, CONVERT, LAYOUT, PIN,
+                                           SCORES, True, PROBE)
+    return m_i, l_i, acc_a, acc_b
+
+
+@triton.jit
+def _result_offsets(TRANSPOSED: tl.constexpr):
+    """Element offsets of a (16, 512) head x dim result in the layout of the accumulator
+    ((512, 16) when TRANSPOSED), and the heads in a broadcastable shape."""
+    heads = tl.arange(0, NUM_HEADS_C)
+    dims = tl.arange(0, V_DIM_C)
+    if TRANSPOSED:
+        offsets = heads[None, :] * V_DIM_C + dims[:, None]
+    else:
+        offsets = heads[:, None] * V_DIM_C + dims[None, :]
+    return offsets
+
+
+@triton.jit
+def _per_head(x, TRANSPOSED: tl.constexpr):
+    """A per-head vector (16,) broadcast along the dims of the accumulator's layout."""
+    if TRANSPOSED:
+        row = x[None, :]
+    else:
+        row = x[:, None]
+    return row
+
+
+@triton.jit
+def _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, head0, qk_scale_log2, value_scale,
+                  HEADS: tl.constexpr, CHUNK: tl.constexpr):
+    """out[seq, head0 : head0 + HEADS, :] from the num_splits partials of seq, CHUNK splits
+    at a time with a running rescale (so any split count fits in registers):
+    out = value_scale * sum_s w_s acc_s / sum_s w_s l_s, w_s = 2^((m_s - max m) * qk_scale_log2).
+    A NaN max (an invalid range) makes the rows NaN; no weight at all (empty) makes zeros.
+    The partials are read past the L1 (.cg): in the FUSED merge other programs wrote them."""
+    heads = head0 + tl.arange(0, HEADS)
+    dims = tl.arange(0, V_DIM_C)
+    m_run = tl.full([HEADS], float("-inf"), tl.float32)
+    l_run = tl.zeros([HEADS], tl.float32)
+    acc_run = tl.zeros([HEADS, V_DIM_C], tl.float32)
+    invalid = tl.zeros([HEADS], tl.int32)
+    for first in range(0, num_splits, CHUNK):
+        splits = first + tl.arange(0, CHUNK)
+        in_range = (splits < num_splits)[:, None]
+        parts = seq * num_splits + splits
+        ml_rows = part_ml_ptr + parts[:, None] * (2 * NUM_HEADS_C) + heads[None, :]
+        m = tl.load(ml_rows, mask=in_range, other=float("-inf"), cache_modifier=".cg")
+        l = tl.load(ml_rows + NUM_HEADS_C, mask=in_range, other=0.0, cache_modifier=".cg")
+        acc = tl.load(part_acc_ptr + (parts[:, None, None] * NUM_HEADS_C + heads[None, :, None]) * V_DIM_C
+                      + dims[None, None, :], mask=in_range[:, :, None], other=0.0, cache_modifier=".cg")
+        invalid = tl.maximum(invalid, tl.max((m != m).to(tl.int32), axis=0))
+        m = tl.where(m != m, float("-inf"), m)
+        m_new = tl.maximum(m_run, tl.max(m, axis=0))
+        m_ref = tl.where(m_new > float("-inf"), m_new, 0.0)  # exp2(-inf) = 0 for empty splits
+        run_weight = tl.exp2((m_run - m_ref) * qk_scale_log2)
+        weight = tl.exp2((m - m_ref[None, :]) * qk_scale_log2)
+        acc_run = acc_run * run_weight[:, None] + tl.sum(acc * weight[:, :, None], axis=0)
+        l_run = l_run * run_weight + tl.sum(l * weight, axis=0)
+        m_run = m_new
+    norm = tl.where(l_run > 0, value_scale / l_run, 0.0)
+    norm = tl.where(invalid > 0, float("nan"), norm)
+    tl.store(out_ptr + (seq * NUM_HEADS_C + heads[:, None]) * V_DIM_C + dims[None, :],
+             (acc_run * norm[:, None]).to(tl.bfloat16))
+
+
+@triton.jit
+def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
+                  qk_scale_log2, value_scale, probe_row, TRANSPOSED: tl.constexpr, MERGE: tl.constexpr,
+                  PROBE: tl.constexpr):
+    """The program's result by MERGE (see the table above the kernels): the normalized
+    output (DIRECT; NaN rows for an invalid range, zeros for an empty one) or its partial
+    (m NaN for an invalid range), and for FUSED the merge by the sequence's last program.
+
+    FUSED: the partial's stores, then a barrier (every warp's stores before the atomic) and
+    one atomic add with acquire-release semantics at device scope on count[seq] (release:
+    the stores are visible before the count moves; acquire: the last program sees every
+    other program's stores). The counter is never reset: every call adds num_splits (a
+    power of two) to it, and the program that brings it to a multiple of num_splits is the
+    last of its sequence in this call."""
+    offsets = _result_offsets(TRANSPOSED)
+    if MERGE == 0:
+        norm = tl.where(l_i > 0, value_scale / l_i, 0.0)
+        norm = tl.where(range_ok, norm, float("nan"))
+        tl.store(out_ptr + seq * (NUM_HEADS_C * V_DIM_C) + offsets, (acc * _per_head(norm, TRANSPOSED)).to(tl.bfloat16))
+        _probe(probe_row, SLOT_WRITTEN_C, l_i, PROBE)
+    else:
+        heads = tl.arange(0, NUM_HEADS_C)
+        part = seq * num_splits + split
+        tl.store(part_acc_ptr + part * (NUM_HEADS_C * V_DIM_C) + offsets, acc)
+        tl.store(part_ml_ptr + part * (2 * NUM_HEADS_C) + heads, tl.where(range_ok, m_i, float("nan")))
+        tl.store(part_ml_ptr + part * (2 * NUM_HEADS_C) + NUM_HEADS_C + heads, l_i)
+        _probe(probe_row, SLOT_WRITTEN_C, l_i, PROBE)
+        if MERGE == 2:
+            tl.debug_barrier()
+            finished = tl.atomic_add(count_ptr + seq, 1, sem="acq_rel", scope="gpu") + 1
+            if (finished & (num_splits - 1)) == 0:
+                for head0 in tl.static_range(0, NUM_HEADS_C, FUSED_MERGE_HEADS_C):
+                    _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, head0, qk_scale_log2,
+                                  value_scale, FUSED_MERGE_HEADS_C, 1)
+                _probe(probe_row, SLOT_MERGED_C, finished, PROBE)
+
+
+@triton.jit(do_not_specialize=["total_kv", "num_splits"])
 def _mla_split_kernel(
-    q_ptr, kv_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr, part_acc_ptr, part_ml_ptr,
-    total_kv, num_splits, q_row_stride, q_head_stride, kv_row_stride, scale_row_stride,
-    qk_scale_log2, value_scale,
+    q_ptr, kv_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
+    q8_ptr, qs_ptr, probe_ptr,
+    total_kv, num_splits, q_row_stride, q_head_stride, kv_row_stride, scale_row_stride, qk_scale_log2, value_scale,
     BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, LAYOUT: tl.constexpr, PIN: tl.constexpr,
-    SPLIT_TAIL: tl.constexpr, DIRECT_OUT: tl.constexpr,
+    SPLIT_TAIL: tl.constexpr, SCORES: tl.constexpr, MERGE: tl.constexpr, PROBE: tl.constexpr,
 ):
-    """One program: sequence b = program_id(1), KV split s = program_id(0).
+    """One program: sequence b = program_id(1), KV split s = program_id(0) of num_splits.
 
     q_ptr      (batch, 16, 576) bf16, strides (q_row_stride, q_head_stride, 1)
-    kv_ptr     (total_kv, 288) e2m1 pairs as bytes, row stride kv_row_stride bytes; the
-               NATURAL layout reads them as int32 words (4-byte aligned rows)
+    kv_ptr     (total_kv, 288) e2m1 pairs as bytes, row stride kv_row_stride bytes (the
+               NATURAL layout and the SCALED values read them as int32 words: rows 4-byte aligned)
     scale_ptr  (>= total_kv, >= 18) e8m0 bytes, row stride scale_row_stride; only
                columns 0..17 of rows < total_kv are read
     qo_indptr  (batch + 1,) int32, must be 0, 1, ..., batch (q_seq_len = 1)
     kv_indptr  (batch + 1,) int32; sequence b owns KV rows [kv_indptr[b], kv_indptr[b+1])
-    out_ptr    (batch, 16, 512) bf16 contiguous; written when DIRECT_OUT (one split)
+    out_ptr    (batch, 16, 512) bf16 contiguous: written by DIRECT, and by FUSED's last program
     part_acc   (batch, num_splits, 16, 512) f32: unnormalized sum of p * v (times
-               2^-LOG2_SHIFT); written unless DIRECT_OUT
-    part_ml    (batch, num_splits, 2, 16) f32: running max (raw score units, NaN for an
-               invalid range), sum of p
-    qk_scale_log2  sm_scale * log2(e) * 2^LOG2_SHIFT; value_scale 2^LOG2_SHIFT
+               2^-LOG2_SHIFT[CONVERT]); part_ml (batch, num_splits, 2, 16) f32: the running
+               max (raw score units, NaN for an invalid range) and the sum of p (COMBINE, FUSED)
+    count_ptr  (batch,) int32 finished splits per sequence, never reset (FUSED)
+    q8_ptr     (batch, 16, 576) e4m3 bytes, qs_ptr (batch, 16, 18) e8m0 bytes: Q as the
+               SCALED family quantized it (written by split 0 of each sequence)
+    probe_ptr  (batch * num_splits, PROBE_SLOTS) int64 (PROBE only)
+    qk_scale_log2  sm_scale * log2(e) * 2^LOG2_SHIFT[CONVERT] (SCALED: scores are exact, no
+               shift); value_scale 2^LOG2_SHIFT[CONVERT]
 
     The program covers tiles [s * tiles_per_split, (s + 1) * tiles_per_split) of its
     sequence. A sequence with an invalid range (indptr decreasing or past total_kv, or
-    qo_indptr not 0..batch) gets NaN; an empty one gets zeros.
+    qo_indptr not 0..batch) gets NaN; an empty one gets zeros. total_kv and num_splits are
+    not specialized on their values, so a check on another input runs this very binary.
     """
     tl.static_assert((CONVERT >= 0) & (CONVERT <= 2), "CONVERT must be PORTABLE, PTX_SM90 or GFX950")
     tl.static_assert((LAYOUT == 0) | (LAYOUT == 1), "LAYOUT must be NATURAL or EVEN_ODD")
+    tl.static_assert((SCORES == 0) | ((LAYOUT == 0) & (CONVERT != 1)), "SCALED reads NATURAL words, no PTX")
+    tl.static_assert((MERGE >= 0) & (MERGE <= 2), "MERGE must be DIRECT, COMBINE or FUSED")
+    probe_row = probe_ptr + (tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)) * PROBE_SLOTS_C
+    _probe(probe_row, PROBE_GLOBAL_START_C, tl.program_id(0), PROBE, True)
+    _probe(probe_row, SLOT_START_C, tl.program_id(0), PROBE)
     seq, split, range_ok, lo, full_end, hi = _split_range(qo_indptr_ptr, kv_indptr_ptr, total_kv, num_splits,
                                                           BLOCK_N)
-
-    heads = tl.arange(0, NUM_HEADS_C)
-    q_rows = q_ptr + seq * q_row_stride + heads[:, None] * q_head_stride
-    part = seq * num_splits + split
-    # DIRECT_OUT: the normalized bf16 output rows; else this split's float32 partial rows
-    if DIRECT_OUT:
-        rows = out_ptr + seq * (NUM_HEADS_C * V_DIM_C) + heads[:, None] * V_DIM_C
-    else:
-        rows = part_acc_ptr + part * (NUM_HEADS_C * V_DIM_C) + heads[:, None] * V_DIM_C
-    if LAYOUT == 0:
-        m_i, l_i, acc = _natural_split(q_rows, kv_ptr, scale_ptr, lo, full_end, hi, kv_row_stride,
-                                       scale_row_stride, qk_scale_log2, BLOCK_N, CONVERT, PIN,
-                                       SPLIT_TAIL)
-        _store_rows(rows, tl.arange(0, V_DIM_C), acc, l_i, range_ok, value_scale, DIRECT_OUT)
-    else:
-        m_i, l_i, acc_even, acc_odd = _even_odd_split(
-            q_rows, kv_ptr, scale_ptr, lo, full_end, hi, kv_row_stride, scale_row_stride,
-            qk_scale_log2, BLOCK_N, CONVERT, PIN, SPLIT_TAIL)
-        pairs = tl.arange(0, V_DIM_C // 2)
-        _store_rows(rows, 2 * pairs, acc_even, l_i, range_ok, value_scale, DIRECT_OUT)
-        _store_rows(rows, 2 * pairs + 1, acc_odd, l_i, range_ok, value_scale, DIRECT_OUT)
-    if not DIRECT_OUT:
-        tl.store(part_ml_ptr + part * (2 * NUM_HEADS_C) + heads, tl.where(range_ok, m_i, float("nan")))
-        tl.store(part_ml_ptr + part * (2 * NUM_HEADS_C) + NUM_HEADS_C + heads, l_i)
+    _probe(probe_row, SLOT_RANGE_C, hi, PROBE)
+    q_rows = q_ptr + seq * q_row_stride + tl.arange(0, NUM_HEADS_C)[:, None] * q_head_stride
+    qa, qb, qc, qd = _load_q(q_rows, q8_ptr, qs_ptr, seq, split, LAYOUT, SCORES)
+    _probe(probe_row, SLOT_Q_C, qb, PROBE)
+    m_i, l_i, acc_a, acc_b = _split_loop(qa, qb, qc, qd, kv_ptr, scale_ptr, lo, full_end, hi, kv_row_stride,
+                                         scale_row_stride, qk_scale_log2, probe_row, BLOCK_N, CONVERT, LAYOUT,
+                                         PIN, SCORES, SPLIT_TAIL, PROBE)
+    _probe(probe_row, SLOT_TILES_DONE_C, l_i, PROBE)
+    if LAYOUT == 1:  # dims back in order: one (16, 512) result, stored in whole rows
+        acc_a = tl.reshape(tl.join(acc_a, acc_b), (NUM_HEADS_C, V_DIM_C))
+    _write_result(acc_a, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
+                  qk_scale_log2, value_scale, probe_row, SCORES == 1, MERGE, PROBE)
+    _probe(probe_row, SLOT_END_C, l_i, PROBE)
+    _probe(probe_row, PROBE_GLOBAL_END_C, l_i, PROBE, True)
 
 
-@triton.jit
-def _mla_combine_kernel(out_ptr, part_acc_ptr, part_ml_ptr, qk_scale_log2, value_scale,
-                        NUM_SPLITS: tl.constexpr):
-    """Merge the splits of one (sequence, head): grid (batch, 16).
-
-    Reads part_acc / part_ml as written by _mla_split_kernel and writes
-    out[seq, head, :] = value_scale * sum_s w_s acc_s / sum_s w_s l_s, with
-    w_s = 2^((m_s - max m) * qk_scale_log2).
-    """
-    seq = tl.program_id(0)
-    head = tl.program_id(1)
-    parts = seq * NUM_SPLITS + tl.arange(0, NUM_SPLITS)
-    m = tl.load(part_ml_ptr + parts * (2 * NUM_HEADS_C) + head)
-    l = tl.load(part_ml_ptr + parts * (2 * NUM_HEADS_C) + NUM_HEADS_C + head)
-    invalid = tl.max((m != m).to(tl.int32), axis=0) > 0  # NaN marks an invalid range
-    m = tl.where(m != m, float("-inf"), m)
-    m_max = tl.max(m, axis=0)
-    weight = tl.where(m > float("-inf"), tl.exp2((m - m_max) * qk_scale_log2), 0.0)
-    denom = tl.sum(weight * l, axis=0)
-    dims = tl.arange(0, V_DIM_C)
-    acc = tl.load(part_acc_ptr + (parts[:, None] * NUM_HEADS_C + head) * V_DIM_C + dims[None, :])
-    total = tl.sum(acc * weight[:, None], axis=0)
-    norm = tl.where(denom > 0, value_scale / denom, 0.0)
-    norm = tl.where(invalid, float("nan"), norm)
-    tl.store(out_ptr + (seq * NUM_HEADS_C + head) * V_DIM_C + dims, (total * norm).to(tl.bfloat16))
-
-
-# --- The SCALED family: e4m3 Q x e2m1 K on the scaled matrix instructions ---------------
-# Scores through tl.dot_scaled (gfx950: v_mfma_scale_f32_16x16x128_f8f6f4, no conversion of
-# K at all), with Q quantized once per call to e4m3 with one e8m0 scale per 32 dims per
-# head. Values: the first 512 dims of the same tile converted once to bf16 and the dot
-# written transposed, acc^T (512, 16) += V^T (512, BLOCK_N) @ P^T (BLOCK_N, 16): the 512
-# output dims split over the warps and P^T is the small operand, so no warp recomputes
-# another's scores (with dot(p, v) Triton 3.6 gave every wave all the score MFMAs). The 64
-# rope dims are padded to 128 (the scaled instruction's K) with zero codes.
-ROPE_PAD_BYTES = 64  # 128 rope dims as e2m1 pairs, 32 real
-QUANT_Q_MAX = 448.0  # e4m3's largest finite value
-
-
-@triton.jit
-def _quantize_q_kernel(q_ptr, q8_ptr, qs_ptr, q_row_stride, q_head_stride):
-    """Grid (batch,): q (batch, 16, 576) bf16, strides (q_row_stride, q_head_stride, 1) ->
-    q8 (batch, 16, 576) e4m3 bytes and qs (batch, 16, 18) e8m0 bytes, contiguous. Block
-    exponent e: the smallest with amax / 2^e <= 448 (nothing saturates), in [-126, 127]."""
-    seq = tl.program_id(0)
-    heads = tl.arange(0, NUM_HEADS_C)
-    blocks = tl.arange(0, 32)  # 18 used
-    cols = tl.arange(0, 32)
-    used = blocks[None, :, None] < QK_DIM_C // 32
-    offsets = heads[:, None, None] * q_head_stride + blocks[None, :, None] * 32 + cols[None, None, :]
-    q = tl.load(q_ptr + seq * q_row_stride + offsets, mask=used, other=0.0).to(tl.float32)
-    bits = tl.max(tl.abs(q), axis=2).to(tl.int32, bitcast=True)
-    # amax = m 2^E, m in [1, 2): 448 = 1.75 * 2^8, so e = E - 8, or E - 7 when m > 1.75
-    exponent = ((bits >> 23) & 0xFF) - 127 - 8 + ((bits & 0x7FFFFF) > 0x600000).to(tl.int32)
-    exponent = tl.minimum(tl.maximum(exponent, -126), 127)
-    inverse = ((127 - exponent) << 23).to(tl.float32, bitcast=True)
-    q8 = (q * inverse[:, :, None]).to(tl.float8e4nv).to(tl.uint8, bitcast=True)
-    out = seq * (NUM_HEADS_C * QK_DIM_C) + heads[:, None, None] * QK_DIM_C + blocks[None, :, None] * 32 \
-        + cols[None, None, :]
-    tl.store(q8_ptr + out, q8, mask=used)
-    tl.store(qs_ptr + seq * (NUM_HEADS_C * SCALE_COLS_C) + heads[:, None] * SCALE_COLS_C + blocks[None, :],
-             (exponent + 127).to(tl.uint8), mask=blocks[None, :] < SCALE_COLS_C)
-
-
-@triton.jit
-def _scaled_tile(q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
-                 scale_row_stride, qk_scale_log2, m_i, l_i, acc_t, BLOCK_N: tl.constexpr,
-                 CONVERT: tl.constexpr, MASKED: tl.constexpr):
-    """One tile of the SCALED family: m_i, l_i (16,) as in _natural_tile, acc_t (512, 16)
-    the transposed sum of p * v (times 2^-LOG2_SHIFT[CONVERT])."""
-    kv_rows, scale_rows = _tile_rows(kv_ptr, scale_ptr, tile_start, kv_row_stride, scale_row_stride, BLOCK_N)
-    rows_ok = tile_start + tl.arange(0, BLOCK_N) < hi
-    rope_bytes = tl.arange(0, ROPE_PAD_BYTES)
-    rope_blocks = tl.arange(0, ROPE_PAD_BYTES // 16)
-    rope_real = rope_bytes[None, :] < ROPE_C // 2
-    rope_scale_real = rope_blocks[None, :] < ROPE_C // 32
-    if MASKED:
-        rope_real = rope_real & rows_ok[:, None]
-        rope_scale_real = rope_scale_real & rows_ok[:, None]
-    k = _load_tile(kv_rows, tl.arange(0, V_DIM_C // 2), rows_ok, MASKED)
-    k_scales = _load_tile(scale_rows, tl.arange(0, V_DIM_C // 32), rows_ok, MASKED)
-    # the same bytes again as words for the values' conversion (a cache hit)
-    words = _load_tile(kv_rows.to(tl.pointer_type(tl.int32)), tl.arange(0, V_DIM_C // 8), rows_ok, MASKED)
-    k_rope = tl.load(kv_rows + V_DIM_C // 2 + rope_bytes[None, :], mask=rope_real, other=0)
-    k_rope_scales = tl.load(scale_rows + V_DIM_C // 32 + rope_blocks[None, :], mask=rope_scale_real, other=127)
-    scores = tl.dot_scaled(q8_nope, qs_nope, "e4m3", tl.trans(k), k_scales, "e2m1")
-    scores = tl.dot_scaled(q8_rope, qs_rope, "e4m3", tl.trans(k_rope), k_rope_scales, "e2m1", scores)
-    if MASKED:
-        scores = tl.where(rows_ok[None, :], scores, float("-inf"))
-    m_i, alpha, p, l_i = _softmax_step(scores, m_i, l_i, qk_scale_log2)
-    values = _words_to_bf16(words, k_scales, BLOCK_N, V_DIM_C // 8, CONVERT, 0, True)
-    acc_t = tl.dot(tl.trans(values), tl.trans(p.to(tl.bfloat16)), acc_t * alpha[None, :])
-    return m_i, l_i, acc_t
-
-
-@triton.jit
-def _mla_scaled_split_kernel(
-    q8_ptr, qs_ptr, kv_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr, part_acc_ptr, part_ml_ptr,
-    total_kv, num_splits, kv_row_stride, scale_row_stride, qk_scale_log2,
-    BLOCK_N: tl.constexpr, CONVERT: tl.constexpr,
-):
-    """The SCALED family's split kernel; one program: sequence program_id(1), split
-    program_id(0), the tiles and ranges of _mla_split_kernel (same validity rules), always
-    writing partials for _mla_combine_kernel (raw score units: qk_scale_log2 = sm_scale *
-    log2(e); values times 2^-LOG2_SHIFT[CONVERT]).
-
-    q8_ptr / qs_ptr  (batch, 16, 576) e4m3 / (batch, 16, 18) e8m0 bytes from _quantize_q_kernel
-    kv_ptr, scale_ptr, indptrs, part_acc, part_ml: as _mla_split_kernel (NATURAL: rows of
-    the packed codes are read as bytes and as int32 words, 4-byte aligned)
-    Full tiles run unmasked, then one masked tail.
-    """
-    tl.static_assert((CONVERT == 0) | (CONVERT == 2), "CONVERT must be PORTABLE or GFX950")
-    seq, split, range_ok, lo, full_end, hi = _split_range(qo_indptr_ptr, kv_indptr_ptr, total_kv, num_splits,
-                                                          BLOCK_N)
-
-    heads = tl.arange(0, NUM_HEADS_C)
-    q8_rows = q8_ptr + seq * (NUM_HEADS_C * QK_DIM_C) + heads[:, None] * QK_DIM_C
-    qs_rows = qs_ptr + seq * (NUM_HEADS_C * SCALE_COLS_C) + heads[:, None] * SCALE_COLS_C
-    rope_dims = tl.arange(0, 2 * ROPE_PAD_BYTES)
-    rope_blocks = tl.arange(0, ROPE_PAD_BYTES // 16)
-    q8_nope = tl.load(q8_rows + tl.arange(0, V_DIM_C)[None, :]).to(tl.float8e4nv, bitcast=True)
-    qs_nope = tl.load(qs_rows + tl.arange(0, V_DIM_C // 32)[None, :])
-    q8_rope = tl.load(q8_rows + V_DIM_C + rope_dims[None, :], mask=rope_dims[None, :] < ROPE_C,
-                      other=0).to(tl.float8e4nv, bitcast=True)
-    qs_rope = tl.load(qs_rows + V_DIM_C // 32 + rope_blocks[None, :], mask=rope_blocks[None, :] < ROPE_C // 32,
-                      other=127)
-    m_i = tl.full([NUM_HEADS_C], float("-inf"), tl.float32)
-    l_i = tl.zeros([NUM_HEADS_C], tl.float32)
-    acc_t = tl.zeros([V_DIM_C, NUM_HEADS_C], tl.float32)
-    for tile_start in range(lo, full_end, BLOCK_N):
-        m_i, l_i, acc_t = _scaled_tile(q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, tile_start, hi,
-                                       kv_row_stride, scale_row_stride, qk_scale_log2, m_i, l_i, acc_t,
-                                       BLOCK_N, CONVERT, False)
-    if full_end < hi:  # the masked tail
-        m_i, l_i, acc_t = _scaled_tile(q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, full_end, hi,
-                                       kv_row_stride, scale_row_stride, qk_scale_log2, m_i, l_i, acc_t,
-                                       BLOCK_N, CONVERT, True)
-    part = seq * num_splits + split
-    dims = tl.arange(0, V_DIM_C)
-    tl.store(part_acc_ptr + part * (NUM_HEADS_C * V_DIM_C) + heads[None, :] * V_DIM_C + dims[:, None], acc_t)
-    tl.store(part_ml_ptr + part * (2 * NUM_HEADS_C) + heads, tl.where(range_ok, m_i, float("nan")))
-    tl.store(part_ml_ptr + part * (2 * NUM_HEADS_C) + NUM_HEADS_C + heads, l_i)
+@triton.jit(do_not_specialize=["num_splits"])
+def _mla_combine_kernel(out_ptr, part_acc_ptr, part_ml_ptr, num_splits, qk_scale_log2, value_scale,
+                        CHUNK: tl.constexpr):
+    """COMBINE: merge the splits of one (sequence, head), grid (batch, 16): _merge_splits
+    over part_acc / part_ml as _mla_split_kernel wrote them, CHUNK splits at a time."""
+    _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, tl.program_id(0), num_splits, tl.program_id(1),
+                  qk_scale_log2, value_scale, 1, CHUNK)
 
 
 # Compile-time constants the kernels read as globals (Triton accepts tl.constexpr globals).
@@ -668,7 +805,16 @@ QK_DIM_C = tl.constexpr(QK_HEAD_DIM)
 V_DIM_C = tl.constexpr(V_HEAD_DIM)
 ROPE_C = tl.constexpr(ROPE_DIM)
 SCALE_COLS_C = tl.constexpr(SCALE_COLS)
-ROPE_PAD_BYTES = tl.constexpr(ROPE_PAD_BYTES)
+ROPE_PAD_BYTES_C = tl.constexpr(ROPE_PAD_BYTES)
+FUSED_MERGE_HEADS_C = tl.constexpr(FUSED_MERGE_HEADS)
+PROBE_SLOTS_C = tl.constexpr(PROBE_SLOTS)
+PROBE_SINK_C = tl.constexpr(PROBE_SINK)
+PROBE_GLOBAL_START_C = tl.constexpr(PROBE_GLOBAL_START)
+PROBE_GLOBAL_END_C = tl.constexpr(PROBE_GLOBAL_END)
+SLOT_START_C, SLOT_RANGE_C, SLOT_Q_C, SLOT_TILE0_C, SLOT_LAST_TILE_C, SLOT_TILES_DONE_C, SLOT_WRITTEN_C, \
+    SLOT_MERGED_C, SLOT_END_C = (tl.constexpr(v) for v in (SLOT_START, SLOT_RANGE, SLOT_Q, SLOT_TILE0,
+                                                            SLOT_LAST_TILE, SLOT_TILES_DONE, SLOT_WRITTEN,
+                                                            SLOT_MERGED, SLOT_END))
 
 
 # =======================================================================================
@@ -814,22 +960,22 @@ def _pow2_floor(value):
 
 
 class Variant(NamedTuple):
-    """One compiled form of the split kernel (the combine kernel has no variants)."""
+    """One compiled form of the split kernel: its constexprs and launch options."""
     convert: int  # PORTABLE, PTX_SM90 or GFX950
     layout: int  # NATURAL or EVEN_ODD
     pin: int  # see _pin (portable conversion only)
     block_n: int  # KV tokens per tile
     num_warps: int
     num_stages: int
-    split_tail: bool = False  # full tiles unmasked, then one masked tail (see _natural_split)
+    split_tail: bool = False  # full tiles unmasked, then one masked tail (see _split_loop)
     scores: int = 0  # BF16_SCORES (the converted tile in bf16 dots) or SCALED_SCORES
+    merge: int = 1  # MERGE_DIRECT, MERGE_COMBINE or MERGE_FUSED
 
     def describe(self):
-        family = "scaled e4m3 x e2m1 scores, " if self.scores == SCALED_SCORES else ""
-        return (f"{family}{CONVERT_NAMES.get(self.convert, self.convert)} conversion, "
-                f"{LAYOUT_NAMES.get(self.layout, self.layout)} layout, "
-                f"{self.block_n}-token tiles, "
-                f"{self.num_warps} warps, {self.num_stages} stage(s)"
+        return (f"{FAMILY_NAMES.get(self.scores, self.scores)} family, "
+                f"{CONVERT_NAMES.get(self.convert, self.convert)} conversion, "
+                f"{LAYOUT_NAMES.get(self.layout, self.layout)} layout, {self.block_n}-token tiles, "
+                f"{self.num_warps} warps, {self.num_stages} stage(s), merge {MERGE_NAMES.get(self.merge, self.merge)}"
                 f"{', unmasked full tiles + masked tail' if self.split_tail else ''}")
 
 
@@ -863,8 +1009,8 @@ def _arch(device):
 # portable primitive in the NATURAL layout. sm_90 uses EVEN_ODD: NATURAL stages the tile
 # in 157 KB of shared memory there (one program per SM) and measured 1.2-1.7x slower
 # (the project's results/h200_tune_natural.json against h200_tune_even_odd_1stage.json). On hip,
-# Triton 3.6 rejects inline asm inside a pipelined loop (num_stages >= 2), so hip
-# launches always run one stage.
+# Triton 3.6 rejects impure inline asm inside a pipelined loop (num_stages >= 2), so the BF16
+# family runs one stage there; the SCALED family's asm is pure and pipelines.
 NATIVE_CONVERT = {"gfx950": GFX950, "sm_90": PTX_SM90}
 # Conversions whose loop runs full tiles unmasked and then a masked tail (SPLIT_TAIL): the
 # gfx950 one (1.97 instead of 2.6 VALU lane-ops per element); elsewhere a second copy of
@@ -874,20 +1020,16 @@ LAYOUT_BY_ARCH = {"sm_90": EVEN_ODD}
 PIN_BY_PLATFORM = {"cpu": 0, "cuda": 1, "hip": 2}
 PLAIN_BLOCK_N = 16  # spill-free without the pin (32 spills on gfx950, triton 3.6); self_check guards it
 PORTABLE_MAX_BLOCK_N = {"cuda": 32}  # 64-token portable tiles spill 76 bytes on sm_90 (triton 3.9)
-# Kernel families (the Variant's and the SplitLaunch's `scores`): BF16_SCORES converts the
-# tile to bf16 for both dots (_mla_split_kernel); SCALED_SCORES quantizes Q to e4m3 and runs
-# the scores on the scaled matrix instructions (_mla_scaled_split_kernel). The scaled
-# family's native form exists on gfx950 only; elsewhere it runs as the portable twin.
-BF16_SCORES, SCALED_SCORES = 0, 1
+# The SCALED family's native form exists on gfx950 only; elsewhere it runs as the portable twin.
 SCALED_NATIVE = {"gfx950": GFX950}
 # The BF16 family's launch a scaled plan falls back to when no scaled variant runs.
 SCALED_FALLBACK_TILE = (64, 4, 1)  # block_n, num_warps, num_stages
-# Variants that failed to build or launch, or failed self_check, in this process.
+# Variants that failed to build, fit or launch, or failed a check, in this process.
 FAILED_VARIANTS = set()
 
 
-def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_SCORES):
-    """The split kernel's variants for one launch shape, in the order they are tried.
+def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_SCORES, merge=MERGE_COMBINE):
+    """The split kernel's variants for one launch, in the order they are tried.
 
     BF16 family: native conversion first (where the architecture has one), then the
     portable one with the register pin (on NVIDIA in tiles of at most 32 tokens), and on
@@ -895,43 +1037,72 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_S
     one without any asm in PLAIN_BLOCK_N-token tiles: the plainest form, slow but
     spill-free. SCALED family: the scaled kernel with the native conversion for the values
     (gfx950) or the portable one, then the same at one stage, then the BF16 family's
-    order at SCALED_FALLBACK_TILE.
+    order at SCALED_FALLBACK_TILE. A FUSED merge is tried in the first form only; every
+    form after it merges with the combine kernel (the two-launch form is its fallback).
     """
     if scores == SCALED_SCORES:
         convert = SCALED_NATIVE.get(arch, PORTABLE)
         if os.environ.get("MLA_CONVERT") == "portable":
             convert = PORTABLE
-        scaled = [Variant(convert, NATURAL, 0, block_n, num_warps, num_stages, True, SCALED_SCORES)]
+        order = [Variant(convert, NATURAL, 0, block_n, num_warps, num_stages, True, SCALED_SCORES)]
         if num_stages > 1:
-            scaled.append(scaled[0]._replace(num_stages=1))
-        return scaled + variants_for(arch, platform, *SCALED_FALLBACK_TILE)
-    layout = LAYOUT_BY_ARCH.get(arch, NATURAL)
-    order = []
-    native = NATIVE_CONVERT.get(arch)
-    if native is not None and os.environ.get("MLA_CONVERT") != "portable":
-        order.append(Variant(native, layout, 0, block_n, num_warps, num_stages,
-                             native in SPLIT_TAIL_CONVERTS))
-    pin = PIN_BY_PLATFORM[platform]
-    portable_block_n = min(block_n, PORTABLE_MAX_BLOCK_N.get(platform, block_n))
-    order.append(Variant(PORTABLE, layout, pin, portable_block_n, num_warps, num_stages))
-    if platform == "hip":  # no inline asm at all, small tiles: spill-free without the pin
-        order.append(Variant(PORTABLE, layout, 0, PLAIN_BLOCK_N, num_warps, 1))
-    return order
+            order.append(order[0]._replace(num_stages=1))
+        order += variants_for(arch, platform, *SCALED_FALLBACK_TILE)
+    else:
+        layout = LAYOUT_BY_ARCH.get(arch, NATURAL)
+        order = []
+        native = NATIVE_CONVERT.get(arch)
+        if native is not None and os.environ.get("MLA_CONVERT") != "portable":
+            order.append(Variant(native, layout, 0, block_n, num_warps, num_stages, native in SPLIT_TAIL_CONVERTS))
+        pin = PIN_BY_PLATFORM[platform]
+        portable_block_n = min(block_n, PORTABLE_MAX_BLOCK_N.get(platform, block_n))
+        order.append(Variant(PORTABLE, layout, pin, portable_block_n, num_warps, num_stages))
+        if platform == "hip":  # no inline asm at all, small tiles: spill-free without the pin
+            order.append(Variant(PORTABLE, layout, 0, PLAIN_BLOCK_N, num_warps, 1))
+    merged = [variant._replace(merge=MERGE_COMBINE if merge == MERGE_FUSED else merge) for variant in order]
+    return ([merged[0]._replace(merge=MERGE_FUSED)] if merge == MERGE_FUSED else []) + merged
 
 
 class SplitLaunch(NamedTuple):
-    """How one (batch, kv_len) is cut up: tile shape, programs per sequence, pipelining."""
+    """How one (batch, kv_len) is cut up: tile shape, programs per sequence, pipelining,
+    kernel family and merge (make_launch checks and completes one)."""
     block_n: int
     num_warps: int
-    num_splits: int  # programs per sequence (power of two; 1 = output written directly)
+    num_splits: int  # programs per sequence (a power of two)
     num_stages: int = 1  # software pipelining of the tile loads (1 on hip for the BF16 family)
     scores: int = BF16_SCORES  # the kernel family
+    merge: int = MERGE_COMBINE  # MERGE_DIRECT exactly when num_splits is 1
+
+    def describe(self):
+        return (f"{FAMILY_NAMES.get(self.scores, self.scores)} tile {self.block_n} warps {self.num_warps} "
+                f"splits {self.num_splits} stages {self.num_stages} merge {MERGE_NAMES.get(self.merge, self.merge)}")
+
+
+def make_launch(*fields):
+    """SplitLaunch(block_n, num_warps, num_splits[, num_stages[, scores[, merge]]]) from a
+    choice's fields, checked: powers of two, a known family, and the merge that fits the split
+    count (DIRECT for one split, else COMBINE unless FUSED is asked for). ValueError names
+    the fields otherwise."""
+    launch = SplitLaunch(*fields)
+    bad = [name for name in ("block_n", "num_warps", "num_splits", "num_stages")
+           if not isinstance(getattr(launch, name), int) or getattr(launch, name) < 1]
+    bad += [name for name in ("block_n", "num_warps", "num_splits") if name not in bad
+            and getattr(launch, name) & (getattr(launch, name) - 1)]
+    if bad or launch.scores not in FAMILY_NAMES or launch.merge not in MERGE_NAMES:
+        _fail(ValueError, f"a Triton choice is ('triton', block_n, num_warps, num_splits[, num_stages[, family "
+                          f"{tuple(FAMILY_NAMES)}[, merge {tuple(MERGE_NAMES)}]]]) with powers of two for the "
+                          f"first three; got {tuple(fields)} (bad: {', '.join(bad) or 'family or merge'})")
+    if launch.num_splits == 1:
+        return launch._replace(merge=MERGE_DIRECT)
+    if launch.merge == MERGE_DIRECT:
+        return launch._replace(merge=MERGE_COMBINE)
+    return launch
 
 
 def _splits_for(batch, kv_len, block_n, num_sms):
     """About two programs per SM (a power of two) and at least two tiles per split."""
-    tiles = max(1, -(-kv_len // block_n))
-    return min(_pow2_floor(-(-2 * num_sms // batch)), _pow2_floor(tiles // 2))
+    tiles = max(1, triton.cdiv(kv_len, block_n))
+    return min(_pow2_floor(triton.cdiv(2 * num_sms, batch)), _pow2_floor(tiles // 2))
 
 
 def scaled_launch(batch, kv_len, num_sms):
@@ -940,9 +1111,9 @@ def scaled_launch(batch, kv_len, num_sms):
     current tile's matrix instructions: the AOT build's static bound for (256, 8192) is
     80 us, at the HBM time), else 64-token tiles with 4 warps and 1 stage, for programs
     enough to fill the CUs (docs/performance.md)."""
-    if batch * -(-kv_len // 128) >= 2 * num_sms:
-        return SplitLaunch(128, 8, _splits_for(batch, kv_len, 128, num_sms), 2, SCALED_SCORES)
-    return SplitLaunch(64, 4, _splits_for(batch, kv_len, 64, num_sms), 1, SCALED_SCORES)
+    if batch * triton.cdiv(kv_len, 128) >= 2 * num_sms:
+        return make_launch(128, 8, _splits_for(batch, kv_len, 128, num_sms), 2, SCALED_SCORES)
+    return make_launch(64, 4, _splits_for(batch, kv_len, 64, num_sms), 1, SCALED_SCORES)
 
 
 def default_launch(batch, kv_len, num_sms):
@@ -950,78 +1121,116 @@ def default_launch(batch, kv_len, num_sms):
     tiles; about two programs per SM (a power of two) and at least two tiles per split.
     Not 16: 16-token tiles in the NATURAL layout gave wrong answers on the H200 (the PTX
     conversion, and an earlier interleaving kernel), which self_check catches."""
-    block_n = 64 if batch * -(-kv_len // 64) >= num_sms else 32
-    return SplitLaunch(block_n, 4, _splits_for(batch, kv_len, block_n, num_sms))
+    block_n = 64 if batch * triton.cdiv(kv_len, 64) >= num_sms else 32
+    return make_launch(block_n, 4, _splits_for(batch, kv_len, block_n, num_sms))
 
 
 class KernelLaunchError(RuntimeError):
-    """A kernel variant failed to build or to launch (the compiler's or the driver's error
-    is the __cause__). Host-side errors before the launch are not wrapped: they are bugs."""
+    """A kernel variant failed to build, to fit (out of resources) or to launch, with the
+    device still usable (the compiler's or the driver's error is the __cause__)."""
 
 
 class SelfCheckError(ArithmeticError):
-    """A kernel variant built and ran but disagreed with float32 attention (self_check)."""
+    """A kernel variant built and ran but disagreed with float32 attention (self_check on
+    the synthetic input, or the check of the first call's real input)."""
 
 
-def _launch_kernel(kernel, grid, args, constants):
-    """kernel[grid](*args, **constants); any failure inside the launch (compile, resources,
-    driver, or the interpreter running the kernel body) becomes a KernelLaunchError."""
+class NoVariantError(RuntimeError):
+    """Every kernel variant of a plan failed to build, launch or pass its checks."""
+
+
+def _device_faulted(device):
+    """True when the device is unusable (a fault in an earlier kernel: illegal address,
+    illegal instruction...): synchronizing raises then."""
+    if device.type != "cuda":
+        return False
+    try:
+        torch.cuda.synchronize(device)
+    except RuntimeError:
+        return True
+    return False
+
+
+def _launch_kernel(kernel, grid, args, constants, variant):
+    """kernel[grid](*args, **constants), with failures sorted by kind:
+    - Triton's own errors (compile errors, out of resources, ptxas, the interpreter running
+      the kernel body) and runtime errors that leave the device usable (the driver refused
+      the launch, a backend pass failed) become KernelLaunchError: the plan falls back;
+    - torch.OutOfMemoryError and errors after which the device has faulted propagate, with
+      the variant named: no fallback can run on a dead context;
+    - anything else (TypeError, KeyError...: our own host-side code) propagates as is.
+    """
     try:
         kernel[grid](*args, **constants)
-    except Exception as exc:  # noqa: BLE001 - re-raised, typed, with the cause kept
-        raise KernelLaunchError(f"{type(exc).__name__}: {exc}") from exc
+    except triton.errors.TritonError as exc:
+        raise KernelLaunchError(f"{variant.describe()}: {type(exc).__name__}: {exc}") from exc
+    except torch.OutOfMemoryError as exc:
+        raise torch.OutOfMemoryError(f"custom_kernel: out of device memory launching {variant.describe()}: "
+                                     f"{exc}") from exc
+    except RuntimeError as exc:
+        device = args[0].device
+        if _device_faulted(device):
+            raise RuntimeError(f"custom_kernel: the device faulted launching {variant.describe()}: {exc}") from exc
+        raise KernelLaunchError(f"{variant.describe()}: {type(exc).__name__}: {exc}") from exc
 
 
-def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, part_acc,
-               part_ml, sm_scale, q_quant=None):
-    """Launch the split kernel (grid: num_splits x batch) in one variant, then, with more
-    than one split, the combine kernel. packed / scales are the uint8 views. The SCALED
-    family first quantizes Q into q_quant = (q8, qs) and always merges through partials."""
+class Scratch(NamedTuple):
+    """A plan's device buffers (one element each when unused): float32 partials, the FUSED
+    merge's finished-split counters (zero at allocation), the SCALED family's Q bytes."""
+    part_acc: torch.Tensor  # (batch, num_splits, 16, 512) float32
+    part_ml: torch.Tensor  # (batch, num_splits, 2, 16) float32
+    count: torch.Tensor  # (batch,) int32
+    q8: torch.Tensor  # (batch, 16, 576) uint8 (e4m3)
+    qs: torch.Tensor  # (batch, 16, 18) uint8 (e8m0)
+
+
+def make_scratch(batch, num_splits, device, variants):
+    """The buffers every variant in `variants` may use."""
+    merges = {variant.merge for variant in variants}
+    parts = batch * num_splits if merges - {MERGE_DIRECT} else 1
+    scaled = any(variant.scores == SCALED_SCORES for variant in variants)
+
+    def buffer(count, dtype, wanted):
+        return torch.zeros(count if wanted else 1, dtype=dtype, device=device)
+    return Scratch(buffer(parts * NUM_HEADS * V_HEAD_DIM, torch.float32, True),
+                   buffer(parts * 2 * NUM_HEADS, torch.float32, True),
+                   buffer(batch, torch.int32, MERGE_FUSED in merges),
+                   buffer(batch * NUM_HEADS * QK_HEAD_DIM, torch.uint8, scaled),
+                   buffer(batch * NUM_HEADS * SCALE_COLS, torch.uint8, scaled))
+
+
+def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, sm_scale, probe=None):
+    """One call in one variant: the split kernel (grid num_splits x batch) and, when the
+    variant merges with the combine kernel, that kernel (grid batch x 16). packed / scales
+    are the uint8 views. probe: an int64 (batch * num_splits, PROBE_SLOTS) tensor for the
+    split kernel's phase probes (tools/phase_probe.py), else None."""
     batch = out.shape[0]
-    shift = 2.0 ** LOG2_SHIFT[variant.convert]
-    if variant.scores == SCALED_SCORES:
-        q8, qs = q_quant
-        qk_scale_log2 = sm_scale * LOG2E  # scores exact: no shift
-        _launch_kernel(_quantize_q_kernel, (batch,), (q, q8, qs, q.stride(0), q.stride(1)), dict(num_warps=4))
-        _launch_kernel(
-            _mla_scaled_split_kernel, (num_splits, batch),
-            (q8, qs, packed, scales, qo_indptr, kv_indptr, part_acc, part_ml, packed.shape[0], num_splits,
-             packed.stride(0), scales.stride(0), qk_scale_log2),
-            dict(BLOCK_N=variant.block_n, CONVERT=variant.convert, num_warps=variant.num_warps,
-                 num_stages=variant.num_stages))
-        _launch_kernel(_mla_combine_kernel, (batch, NUM_HEADS), (out, part_acc, part_ml, qk_scale_log2, shift),
-                       dict(NUM_SPLITS=num_splits, num_warps=4))
-        return
+    shift = 2.0 ** (0 if variant.scores == SCALED_SCORES else LOG2_SHIFT[variant.convert])
     qk_scale_log2 = sm_scale * LOG2E * shift
+    value_scale = 2.0 ** LOG2_SHIFT[variant.convert]
     _launch_kernel(
         _mla_split_kernel, (num_splits, batch),
-        (q, packed, scales, qo_indptr, kv_indptr, out, part_acc, part_ml, packed.shape[0], num_splits,
-         q.stride(0), q.stride(1), packed.stride(0), scales.stride(0), qk_scale_log2, shift),
+        (q, packed, scales, qo_indptr, kv_indptr, out, scratch.part_acc, scratch.part_ml, scratch.count, scratch.q8,
+         scratch.qs, scratch.count if probe is None else probe, packed.shape[0], num_splits, q.stride(0),
+         q.stride(1), packed.stride(0), scales.stride(0), qk_scale_log2, value_scale),
         dict(BLOCK_N=variant.block_n, CONVERT=variant.convert, LAYOUT=variant.layout, PIN=variant.pin,
-             SPLIT_TAIL=variant.split_tail, DIRECT_OUT=num_splits == 1, num_warps=variant.num_warps,
-             num_stages=variant.num_stages))
-    if num_splits > 1:
-        _launch_kernel(_mla_combine_kernel, (batch, NUM_HEADS), (out, part_acc, part_ml, qk_scale_log2, shift),
-                       dict(NUM_SPLITS=num_splits, num_warps=4))
+             SPLIT_TAIL=variant.split_tail, SCORES=variant.scores, MERGE=variant.merge,
+             PROBE=PROBE_OFF if probe is None else _probe_kind(q.device), num_warps=variant.num_warps,
+             num_stages=variant.num_stages), variant)
+    if variant.merge == MERGE_COMBINE:
+        _launch_kernel(_mla_combine_kernel, (batch, NUM_HEADS),
+                       (out, scratch.part_acc, scratch.part_ml, num_splits, qk_scale_log2, value_scale),
+                       dict(CHUNK=min(num_splits, COMBINE_MAX_CHUNK), num_warps=4), variant)
 
 
-def _partials(batch, num_splits, device, scores=BF16_SCORES):
-    """Scratch for the split kernel's partial results (one element each when unused: one
-    split of the BF16 family writes the output directly)."""
-    parts = batch * num_splits if num_splits > 1 or scores == SCALED_SCORES else 1
-    return (torch.empty(parts * NUM_HEADS * V_HEAD_DIM, dtype=torch.float32, device=device),
-            torch.empty(parts * 2 * NUM_HEADS, dtype=torch.float32, device=device))
-
-
-def _q_scratch(batch, device):
-    """(q8, qs): Q as e4m3 bytes (batch, 16, 576) and its e8m0 block scales (batch, 16, 18)."""
-    return (torch.empty((batch, NUM_HEADS, QK_HEAD_DIM), dtype=torch.uint8, device=device),
-            torch.empty((batch, NUM_HEADS, SCALE_COLS), dtype=torch.uint8, device=device))
+def _probe_kind(device):
+    return PROBE_AMD if _platform(device) == "hip" else PROBE_PTX
 
 
 def quantize_q_reference(q):
-    """The torch twin of _quantize_q_kernel -> (q8, qs, dequantized Q in float32): what the
-    scaled kernels multiply with, and the bytes the kernel must produce bit for bit."""
+    """The torch twin of the SCALED family's Q quantization (_quantize_e4m3_blocks) ->
+    (q8, qs, dequantized Q in float32): the bytes the kernel must write bit for bit, and
+    what the scaled kernels multiply with."""
     batch = q.shape[0]
     blocks = q.float().reshape(batch, NUM_HEADS, SCALE_COLS, 32)
     bits = blocks.abs().amax(dim=-1).contiguous().view(torch.int32)
@@ -1032,66 +1241,116 @@ def quantize_q_reference(q):
             dequantized.reshape(batch, NUM_HEADS, QK_HEAD_DIM))
 
 
-def _synthetic_case(device, block_n):
+def _laid_out_like(values, template):
+    """`values` (a CPU tensor) on template's device with template's strides and the same
+    16-byte alignment class of its address: Triton specializes pointer arguments on 16-byte
+    alignment and the stride arguments on their values, so a kernel launched on this copy
+    runs the binary a launch on `template` runs."""
+    storage_elements = 1 + sum((size - 1) * stride for size, stride in zip(values.shape, template.stride()))
+    offset = 0 if template.data_ptr() % 16 == 0 else 1
+    storage = torch.zeros(storage_elements + offset, dtype=values.dtype, device=template.device)
+    view = storage.as_strided(values.shape, template.stride(), offset)
+    view.copy_(values.to(template.device))
+    return view
+
+
+def _synthetic_case(block_n, like):
     """A small MXFP4 input covering every code, both nibbles, uneven scales and a partial
-    tile: what a native primitive is checked on before its first use. Well conditioned
-    (block scales 2^-4..2^0, scores of order one): with large values the softmax picks one
-    token, and a rounding difference between two equally right kernels flips which."""
+    tile, laid out like the real call's (q, packed, scales) in `like` (_laid_out_like):
+    what each variant is checked on before its first use. Well conditioned (block scales
+    2^-4..2^0, scores of order one): with large values the softmax picks one token, and a
+    rounding difference between two equally right kernels flips which."""
     gen = torch.Generator(device="cpu").manual_seed(20261130)
     kv_len = 2 * block_n + 5
-    packed = torch.randint(0, 256, (2 * kv_len, PACKED_ROW_BYTES), dtype=torch.uint8, generator=gen)
+    packed = torch.randint(0, 256, (2 * kv_len, 1, PACKED_ROW_BYTES), dtype=torch.uint8, generator=gen)
     scales = torch.randint(123, 128, (2 * kv_len, SCALE_COLS), dtype=torch.uint8, generator=gen)
     q = torch.randn((2, NUM_HEADS, QK_HEAD_DIM), generator=gen).to(torch.bfloat16)
-    kv_indptr = torch.tensor([0, kv_len, 2 * kv_len], dtype=torch.int32)
-    qo_indptr = torch.arange(3, dtype=torch.int32)
-    return [t.to(device) for t in (q, packed, scales, qo_indptr, kv_indptr)]
+    q_like, packed_like, scales_like = like
+    device = q_like.device
+    kv_indptr = torch.tensor([0, kv_len, 2 * kv_len], dtype=torch.int32, device=device)
+    return (_laid_out_like(q, q_like), _laid_out_like(packed, packed_like),
+            _laid_out_like(scales, scales_like[:, :SCALE_COLS]), torch.arange(3, dtype=torch.int32, device=device),
+            kv_indptr)
 
 
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
 
 
-def _exact_attention(q, packed, scales, kv_indptr, sm_scale):
-    """float32 attention on the dequantized MXFP4 cache, in torch (for self_check only)."""
-    codes = torch.stack((packed & 0xF, packed >> 4), dim=-1).reshape(packed.shape[0], QK_HEAD_DIM).long()
-    values = torch.tensor(E2M1_VALUES, device=packed.device)[codes]
-    block_scale = torch.exp2(scales[:, :SCALE_COLS].float() - 127.0).repeat_interleave(32, dim=1)
-    kv = values * block_scale
-    out = torch.empty((q.shape[0], NUM_HEADS, V_HEAD_DIM), dtype=torch.float32, device=q.device)
+def _exact_attention(q_rows, packed, scales, kv_indptr, sm_scale, sequences):
+    """float32 attention on the dequantized MXFP4 cache, in torch, for the listed sequences
+    (q_rows: their Q, (len(sequences), 16, 576)) -> (len(sequences), 16, 512). For the checks."""
     bounds = kv_indptr.tolist()
-    for seq in range(q.shape[0]):
-        keys = kv[bounds[seq]:bounds[seq + 1]]
-        probs = torch.softmax(q[seq].float() @ keys.T * sm_scale, dim=-1)
-        out[seq] = probs @ keys[:, :V_HEAD_DIM]
+    table = torch.tensor(E2M1_VALUES, device=packed.device)
+    codes_per_row = packed.reshape(packed.shape[0], PACKED_ROW_BYTES)
+    out = torch.empty((len(sequences), NUM_HEADS, V_HEAD_DIM), dtype=torch.float32, device=q_rows.device)
+    for index, seq in enumerate(sequences):
+        rows = codes_per_row[bounds[seq]:bounds[seq + 1]]
+        codes = torch.stack((rows & 0xF, rows >> 4), dim=-1).reshape(rows.shape[0], QK_HEAD_DIM).long()
+        block_scale = torch.exp2(scales[bounds[seq]:bounds[seq + 1], :SCALE_COLS].float() - 127.0)
+        keys = table[codes] * block_scale.repeat_interleave(32, dim=1)
+        probs = torch.softmax(q_rows[index].float() @ keys.T * sm_scale, dim=-1)
+        out[index] = probs @ keys[:, :V_HEAD_DIM]
     return out
 
 
 SELF_CHECK_ATOL, SELF_CHECK_RTOL = 8e-3, 2e-2  # per element, against float32 attention
+REAL_CHECK_SEQUENCES = 8  # sequences of a first call's real input each new variant is checked on
 
 
-def self_check(variant, device):
-    """True when `variant` computes attention right on a synthetic input (two splits per
-    sequence): every element finite and within SELF_CHECK_ATOL + SELF_CHECK_RTOL * |exact|,
-    the tolerance a kernel is held to against float32 attention on the same MXFP4 data.
+def check_sample(batch):
+    """The sequences a first call's output is checked on: all of them up to
+    REAL_CHECK_SEQUENCES, else that many spread evenly, the first and the last included."""
+    if batch <= REAL_CHECK_SEQUENCES:
+        return list(range(batch))
+    return sorted({round(i * (batch - 1) / (REAL_CHECK_SEQUENCES - 1)) for i in range(REAL_CHECK_SEQUENCES)})
+
+
+def check_output(variant, q, packed, scales, kv_indptr, out, scratch, sm_scale, sequences):
+    """None when `out` agrees with float32 attention on the same MXFP4 data for the listed
+    sequences: every element within SELF_CHECK_ATOL + SELF_CHECK_RTOL * |exact| (NaN only
+    where the exact value is NaN: e8m0 byte 255 in the data).
+    The SCALED family is held to its own e4m3 Q, and the Q bytes its split 0 wrote must be
+    quantize_q_reference's bit for bit. Else a line saying what disagreed."""
+    index = torch.tensor(sequences, device=q.device)
+    q_rows = q.index_select(0, index)
+    if variant.scores == SCALED_SCORES:
+        q8, qs, q_rows = quantize_q_reference(q_rows)
+        written_q8 = scratch.q8.view(-1, NUM_HEADS, QK_HEAD_DIM).index_select(0, index)
+        written_qs = scratch.qs.view(-1, NUM_HEADS, SCALE_COLS).index_select(0, index)
+        if not (torch.equal(written_q8, q8) and torch.equal(written_qs, qs)):
+            return "its e4m3 Q bytes differ from quantize_q_reference's"
+    exact = _exact_attention(q_rows, packed, scales, kv_indptr, sm_scale, sequences)
+    got = out.index_select(0, index).float()
+    error = (got - exact).abs()
+    # NaN is bad, except where float32 attention is NaN too (an e8m0 byte 255 in the data)
+    bad = ~(error <= SELF_CHECK_ATOL + SELF_CHECK_RTOL * exact.abs()) & ~(exact.isnan() & got.isnan())
+    if bool(bad.any()):
+        return (f"{int(bad.sum())} of {bad.numel()} elements outside {SELF_CHECK_ATOL} + {SELF_CHECK_RTOL} |exact| "
+                f"(max error {float(error.nan_to_num(float('inf')).max()):.3g})")
+    return None
+
+
+def self_check(variant, num_splits, like, sm_scale):
+    """None when `variant` at `num_splits` computes attention right on the synthetic input
+    (_synthetic_case, laid out like the real call's (q, packed, scales) in `like`), else
+    what disagreed (check_output). It launches exactly what the plan will: the same
+    constexprs (merge included), the same stride and alignment classes, and total_kv and
+    num_splits are not specialized, so the binary checked is the binary that runs
+    (tools/count_binaries.py shows one binary per kernel after a call). A failure to build,
+    fit or launch raises KernelLaunchError.
 
     Every variant is checked before its first use, portable ones too: on the H200 a
     16-token tile in the NATURAL layout once gave wrong answers that the interpreter did
-    not, so no compiled form is trusted unchecked. A failure to build or launch raises
-    KernelLaunchError.
+    not, so no compiled form is trusted unchecked.
     """
-    q, packed, scales, qo_indptr, kv_indptr = _synthetic_case(device, variant.block_n)
-    sm_scale = 1.0 / math.sqrt(QK_HEAD_DIM)
-    out = torch.empty((2, NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=device)
-    q_quant = _q_scratch(2, device)
-    _attention(variant, 2, q, packed, scales, qo_indptr, kv_indptr, out, *_partials(2, 2, device, variant.scores),
-               sm_scale, q_quant)
-    if variant.scores == SCALED_SCORES:  # its own quantization of Q: bit for bit, then the math on it
-        q8, qs, q = quantize_q_reference(q)
-        if not (torch.equal(q_quant[0], q8) and torch.equal(q_quant[1], qs)):
-            return False
-    exact = _exact_attention(q, packed, scales, kv_indptr, sm_scale)
-    got = out.float()
-    return bool(torch.isfinite(got).all()) and \
-        bool(((got - exact).abs() <= SELF_CHECK_ATOL + SELF_CHECK_RTOL * exact.abs()).all())
+    q, packed, scales, qo_indptr, kv_indptr = _synthetic_case(variant.block_n, like)
+    out = torch.empty((2, NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=q.device)
+    scratch = make_scratch(2, num_splits, q.device, [variant])
+    _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, sm_scale)
+    return check_output(variant, q, packed, scales, kv_indptr, out, scratch, sm_scale, [0, 1])
+
+
+CHECK_LOG = []  # (variant, what, seconds, verdict) of every check this process ran
 
 
 class _TritonPlan:
@@ -1101,39 +1360,48 @@ class _TritonPlan:
     def __init__(self, batch, launch, device, sm_scale):
         self.batch, self.device, self.sm_scale = batch, device, sm_scale
         self.launch = launch
-        self.variants = variants_for(_arch(device), _platform(device), launch.block_n,
-                                     launch.num_warps, launch.num_stages, launch.scores)
+        self.variants = variants_for(_arch(device), _platform(device), launch.block_n, launch.num_warps,
+                                     launch.num_stages, launch.scores, launch.merge)
         self.variant = None  # chosen on the first run
-        self.part_acc, self.part_ml = _partials(batch, launch.num_splits, device,
-                                                max(variant.scores for variant in self.variants))
-        scaled = any(variant.scores == SCALED_SCORES for variant in self.variants)
-        self.q_quant = _q_scratch(batch, device) if scaled else None
+        self.scratch = make_scratch(batch, launch.num_splits, device, self.variants)
+        self.failures = []  # (variant, why) of the variants this plan dropped
 
-    def _launch(self, variant, *args):
-        _attention(variant, self.launch.num_splits, *args, self.part_acc, self.part_ml, self.sm_scale,
-                   self.q_quant)
+    def _launch(self, variant, args):
+        _attention(variant, self.launch.num_splits, *args, self.scratch, self.sm_scale)
+
+    def _timed_check(self, variant, what, check):
+        start = time.perf_counter()
+        verdict = check()
+        CHECK_LOG.append((variant, what, time.perf_counter() - start, verdict))
+        if verdict is not None:
+            raise SelfCheckError(f"wrong answers on the {what}: {verdict}")
 
     def _first_run(self, args):
-        """Try the variants in order: the first that builds, launches and passes
-        self_check is used from now on; each failure is a warning, all failing an error."""
-        failures = []
+        """Try the variants in order: the first that builds, launches, passes self_check on
+        the synthetic input and then the check of this call's own output (on
+        check_sample's sequences) is used from now on; each failure is one warning and the
+        next variant runs (on this call's input again), all failing a NoVariantError."""
+        q, packed, scales, qo_indptr, kv_indptr, out = args
         for variant in self.variants:
             if variant in FAILED_VARIANTS:
                 continue
             try:
-                if not self_check(variant, self.device):
-                    raise SelfCheckError("wrong answers on the self-check (synthetic input against "
-                                         "float32 attention)")
-                self._launch(variant, *args)
-            except (KernelLaunchError, SelfCheckError) as exc:  # host-side bugs propagate
+                self._timed_check(variant, "self-check (synthetic input)", lambda: self_check(
+                    variant, self.launch.num_splits, (q, packed, scales), self.sm_scale))
+                self._launch(variant, args)
+                self._timed_check(variant, "check of the first call's output", lambda: check_output(
+                    variant, q, packed, scales, kv_indptr, out, self.scratch, self.sm_scale, check_sample(self.batch)))
+            except (KernelLaunchError, SelfCheckError) as exc:  # host-side bugs, OOM, faults propagate
                 FAILED_VARIANTS.add(variant)
-                failures.append(f"{variant.describe()}: {type(exc).__name__}: {exc}"[:500])
-                _warn_once(("failed", variant), f"kernel variant failed ({failures[-1]}); "
+                why = f"{type(exc).__name__}: {exc}".strip().splitlines()[-1][:300]
+                self.failures.append((variant, why))
+                _warn_once(("failed", variant), f"kernel variant failed ({variant.describe()}: {why}); "
                                                 f"falling back to the next one")
                 continue
             self.variant = variant
             return
-        raise RuntimeError("custom_kernel: no kernel variant could run:\n" + "\n".join(failures))
+        raise NoVariantError("custom_kernel: no kernel variant could run:\n" + "\n".join(
+            f"{variant.describe()}: {why}" for variant, why in self.failures))
 
     def run(self, q, packed, scales, qo_indptr, kv_indptr):
         out = torch.empty((self.batch, NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=self.device)
@@ -1141,7 +1409,7 @@ class _TritonPlan:
         if self.variant is None:
             self._first_run(args)
         else:
-            self._launch(self.variant, *args)
+            self._launch(self.variant, args)
         return out
 
 
@@ -1295,10 +1563,12 @@ def predicted_choice(batch, kv_len, device, num_sms):
     launch = default_launch(batch, kv_len, num_sms)
     if arch in SCALED_NATIVE:
         scaled = scaled_launch(batch, kv_len, num_sms)
-        first = variants_for(arch, _platform(device), *scaled[:2], scaled.num_stages, SCALED_SCORES)[0]
+        first = variants_for(arch, _platform(device), scaled.block_n, scaled.num_warps, scaled.num_stages,
+                             SCALED_SCORES, scaled.merge)[0]
         if first not in FAILED_VARIANTS:
             return ("triton", *scaled)
-    native = variants_for(arch, _platform(device), launch.block_n, launch.num_warps, launch.num_stages)[0]
+    native = variants_for(arch, _platform(device), launch.block_n, launch.num_warps, launch.num_stages,
+                          BF16_SCORES, launch.merge)[0]
     if AITER is not None and (native.convert == PORTABLE or native in FAILED_VARIANTS) \
             and batch * kv_len > 65536:
         return ("aiter",)
@@ -1333,7 +1603,7 @@ def choose(batch, kv_len, device):
         return ("triton", *default_launch(batch, kv_len, num_sms))
     if choice[0] != "triton":
         return choice
-    launch = SplitLaunch(*choice[1:])  # a table's 5-tuple gets the BF16 family's default
+    launch = make_launch(*choice[1:])  # a table's 5-tuple gets the BF16 family and the default merge
     if _one_stage_only(device) and launch.num_stages != 1 and launch.scores == BF16_SCORES:
         launch = launch._replace(num_stages=1)
     return ("triton", *launch)
@@ -1343,21 +1613,29 @@ def tune_candidates(batch, kv_len, device):
     """Every choice `python eval.py tune` measures for one case: Triton with 16-, 32- and
     64-token tiles, 4 or 8 warps, and half, the predicted and twice the predicted split
     count (at least one tile per split), one pipeline stage, plus two stages for 64-token
-    tiles with 4 warps except on hip; aiter where it imports."""
+    tiles with 4 warps except on hip; on gfx950 the SCALED family's launches; each launch of
+    several splits with the combine kernel and with the FUSED merge; aiter where it imports."""
     num_sms = _num_sms(device)
     base = default_launch(batch, kv_len, num_sms)
     candidates = []
     for block_n in (16, 32, 64):
         tiles = max(1, -(-kv_len // block_n))
         splits = sorted({min(_pow2_floor(tiles), max(1, base.num_splits * f // 2)) for f in (1, 2, 4)})
-        candidates += [("triton", block_n, warps, s, 1) for warps in (4, 8) for s in splits]
+        candidates += [("triton", *make_launch(block_n, warps, s, 1)) for warps in (4, 8) for s in splits]
         if block_n == 64 and not _one_stage_only(device):
-            candidates += [("triton", block_n, 4, s, 2) for s in splits]
+            candidates += [("triton", *make_launch(block_n, 4, s, 2)) for s in splits]
     if _arch(device) in SCALED_NATIVE:
         candidates += _scaled_candidates(batch, kv_len, num_sms)
+    candidates += _fused_twins(candidates)
     if AITER is not None:
         candidates.append(("aiter",))
     return candidates
+
+
+def _fused_twins(choices):
+    """The FUSED-merge form of each Triton choice of several splits."""
+    return [("triton", *make_launch(*choice[1:6], MERGE_FUSED)) for choice in choices
+            if choice[0] == "triton" and make_launch(*choice[1:]).num_splits > 1]
 
 
 def _scaled_candidates(batch, kv_len, num_sms):
@@ -1370,7 +1648,7 @@ def _scaled_candidates(batch, kv_len, num_sms):
         tiles = max(1, -(-kv_len // block_n))
         base = _splits_for(batch, kv_len, block_n, num_sms)
         for splits in sorted({min(_pow2_floor(tiles), max(1, base * f // 2)) for f in (1, 2, 4)}):
-            found.append(("triton", block_n, warps, splits, stages, SCALED_SCORES))
+            found.append(("triton", *make_launch(block_n, warps, splits, stages, SCALED_SCORES)))
     return found
 
 
@@ -1390,12 +1668,16 @@ def _num_sms(device):
 # =======================================================================================
 # The runner makes one untimed, checked call per case before it times any, in one process
 # for all cases. On a GPU architecture whose measured table lacks the case, that call times
-# the candidates the prediction ranks closest (each built and self-checked first, the
-# last-level cache flushed before every timed run, device events around the call) and
-# keeps the fastest for the process. MLA_TUNE=0 turns it off, MLA_TUNE=1 allows it on a CPU
+# the candidates the prediction ranks closest (each built and checked first: the synthetic
+# self-check and the check of this very call's output; a candidate whose own form failed
+# either and ran a fallback is dropped) with the last-level cache flushed before every
+# timed run and device events around the call, keeps the fastest for the process, and
+# profiles the pick's kernels once. MLA_TUNE=0 turns it off, MLA_TUNE=1 allows it on a CPU
 # too (tests); the measured table always wins. Budgets: timed runs per case and in total;
-# builds, self-checks and first runs are counted apart (Triton's cache makes repeats free)
-# but bounded by a wall-clock total; past a budget the prediction is used.
+# builds, checks and first runs are counted apart (Triton's cache makes repeats free) but
+# bounded by a wall-clock total; past a budget the prediction is used. The report (stderr,
+# as each case is tuned) ends with a MEASURED DISPATCH block ready to paste, which
+# `python eval.py ingest LOG` writes into this file.
 TUNED = {}  # (arch, batch, kv_len) -> the fastest choice measured in this process
 TUNE_MAX_CANDIDATES = 10
 TUNE_ROUNDS = 8  # timed runs per candidate at most
@@ -1407,6 +1689,30 @@ FLUSH_BYTES = 512 << 20  # 2x the MI355X's 256 MB memory-side cache (8x the H200
 FLUSH_REPEATS = 4  # ~0.3 ms of GPU work queued ahead of the start event hides the host's time
 TUNE_LOG = {"header": None, "cases": [], "spent_timing_s": 0.0, "spent_wall_s": 0.0, "printed": set()}
 _FLUSH = {}
+# The markers of the MEASURED DISPATCH block (written in two parts so that only the block's
+# own lines contain them: SOURCE_ID cuts the file at the first of each).
+TABLE_BEGIN = "# --- BEGIN " + "MEASURED DISPATCH ---"
+TABLE_END = "# --- END " + "MEASURED DISPATCH ---"
+
+
+def source_id(text):
+    """The first 12 hex digits of sha256 of a submission's text without its MEASURED
+    DISPATCH block: the same for a file before and after its table changes, different once
+    its code changes (eval.py ingest compares it with the report's)."""
+    if TABLE_BEGIN in text and TABLE_END in text:
+        text = text.split(TABLE_BEGIN, 1)[0] + text.split(TABLE_END, 1)[1]
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def _own_source_id():
+    try:
+        with open(__file__, encoding="utf-8") as source:
+            return source_id(source.read())
+    except OSError:
+        return "unknown"
+
+
+SOURCE_ID = _own_source_id()
 
 
 def _needs_tuning(batch, kv_len, device):
@@ -1424,20 +1730,24 @@ def _needs_tuning(batch, kv_len, device):
 def ranked_candidates(batch, kv_len, device, limit=TUNE_MAX_CANDIDATES):
     """The choices first-call tuning times, closest to the prediction first: 32- and
     64-token tiles, 4 warps, half / the predicted / twice the predicted split count, two
-    pipeline stages where the platform allows; aiter where it imports."""
+    pipeline stages where the platform allows, each with the combine kernel and, with
+    several splits, the FUSED merge; on gfx950 the SCALED family's launches first; aiter
+    where it imports."""
     predicted = predicted_choice(batch, kv_len, device, _num_sms(device))
     base = default_launch(batch, kv_len, _num_sms(device))
     stages = (1,) if _one_stage_only(device) else (1, 2)
     launches = set()
     for block_n in (32, 64):
-        tiles = max(1, -(-kv_len // block_n))
+        tiles = max(1, triton.cdiv(kv_len, block_n))
         for factor in (1, 2, 4):
             splits = min(_pow2_floor(tiles), max(1, base.num_splits * factor // 2))
-            launches |= {SplitLaunch(block_n, 4, splits, n) for n in stages}
+            for num_stages in stages:
+                launch = make_launch(block_n, 4, splits, num_stages)
+                launches |= {launch, make_launch(*launch[:5], MERGE_FUSED)}
 
     def distance(launch):
         return ((launch.block_n != base.block_n) + abs(math.log2(launch.num_splits / base.num_splits))
-                + (launch.num_stages != base.num_stages))
+                + (launch.num_stages != base.num_stages) + 0.5 * (launch.merge != base.merge))
     order = sorted(launches, key=lambda launch: (distance(launch), launch.block_n != base.block_n, tuple(launch)))
     ranked = [("triton", *launch) for launch in order]
     if _arch(device) in SCALED_NATIVE:  # both families: the prediction's first, the other next
@@ -1474,36 +1784,78 @@ def time_call_us(run, device):
     return start.elapsed_time(end) * 1e3
 
 
-def _describe_choice(choice):
-    return "aiter" if choice[0] == "aiter" else "triton {}/{}/{}/{}".format(*choice[1:])
+def kernel_times_us(run, device):
+    """[(kernel name, GPU us)] of one run under torch.profiler (CUDA and ROCm alike), in
+    launch order, after a cache flush as the runner's calls have. Raises whatever the
+    profiler raises (the caller reports it); ValueError without a GPU."""
+    if device.type != "cuda":
+        raise ValueError("kernel times need a GPU")
+    from torch.profiler import ProfilerActivity, profile
+    for value in range(FLUSH_REPEATS):
+        _flush_buffer(device).fill_(value)
+    torch.cuda.synchronize(device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        run()
+        torch.cuda.synchronize(device)
+    kernels = [event for event in prof.events() if event.device_type == torch.autograd.DeviceType.CUDA
+               and not event.name.startswith(("Memset", "Memcpy"))]
+    return [(event.name, event.device_time) for event in sorted(kernels, key=lambda e: e.time_range.start)]
 
 
-def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, timer=time_call_us):
+def describe_choice(choice):
+    """A choice in the report's words: 'aiter', or the Triton launch's family, tile, warps,
+    splits, stages and merge (e.g. 'scaled t128 w8 s4 st2 combine')."""
+    if choice[0] == "aiter":
+        return "aiter"
+    launch = make_launch(*choice[1:])
+    return (f"{FAMILY_NAMES[launch.scores]} t{launch.block_n} w{launch.num_warps} s{launch.num_splits} "
+            f"st{launch.num_stages} {MERGE_NAMES[launch.merge]}")
+
+
+def _fatal(exc, device):
+    """Errors no other candidate can recover from: out of memory, a faulted device."""
+    return isinstance(exc, torch.OutOfMemoryError) or _device_faulted(device)
+
+
+def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, timer=time_call_us,
+                    profiler=kernel_times_us):
     """Time the ranked candidates of one case and record the fastest in TUNED.
 
-    run_choice(choice) runs the call in that choice (building its plan on first use);
-    timer(run, device) -> microseconds of one run; clock() -> seconds (both injectable for
-    tests). A candidate that fails to build, launch or self-check is reported, never picked.
+    run_choice(choice) runs the call in that choice (building and checking its plan on
+    first use) and returns the plan (None for aiter); timer(run, device) -> microseconds of
+    one run; profiler(run, device) -> [(kernel, us)]; clock() -> seconds (all injectable
+    for tests). A candidate that fails to build, launch or pass its checks -- or whose own
+    form failed and a fallback ran instead -- is reported, never picked. Our own host-side
+    bugs, out-of-memory errors and device faults propagate.
     """
     arch = _arch(device)
     wall_start = clock()
+    checks_before = len(CHECK_LOG)
     _log_header(device)
-    entry = {"case": (batch, kv_len), "tried": [], "failed": [], "pick": None, "build_s": 0.0}
+    entry = {"case": (batch, kv_len), "tried": [], "failed": [], "pick": None, "build_s": 0.0, "ran": {},
+             "kernels": None, "profile_error": None}
     alive = []
     for choice in ranked_candidates(batch, kv_len, device):
         start = clock()
         try:
-            run_choice(choice)  # build, self-check, first run: untimed
-        except Exception as exc:  # noqa: BLE001 - filtered: our own host-side bugs propagate
-            # every Triton variant failed (RuntimeError / KernelLaunchError), or aiter failed
-            # in any way (a library outside our tests: its API may have moved)
-            if choice[0] != "aiter" and not isinstance(exc, RuntimeError):
+            plan = run_choice(choice)  # build, checks, first run: untimed
+        except Exception as exc:  # noqa: BLE001 - sorted below: only a candidate's own failure is caught
+            if _fatal(exc, device) or not (choice[0] == "aiter" or isinstance(exc, NoVariantError)):
                 raise
-            entry["failed"].append((choice, f"{type(exc).__name__}: {exc}".strip().splitlines()[-1][:160]))
+            # every Triton form of the candidate failed, or aiter failed in any way (a
+            # library outside our tests: its API may have moved)
+            entry["failed"].append((choice, f"{type(exc).__name__}: {exc}".strip().splitlines()[-1][:200]))
             continue
         finally:
             entry["build_s"] += clock() - start
+        variants = getattr(plan, "variants", None)
+        if variants and plan.variant != variants[0]:
+            why = "; ".join(f"{variant.describe()}: {reason}" for variant, reason in plan.failures)
+            entry["failed"].append((choice, f"its own form failed ({why[:300]}); a fallback ran"))
+            continue
+        entry["ran"][choice] = plan.variant.describe() if variants else None
         alive.append([choice, []])
+    timed = list(alive)  # every candidate that ran, with its times; `alive` shrinks
     timing_start = clock()
     for round_index in range(TUNE_ROUNDS):
         for candidate in alive:
@@ -1515,52 +1867,101 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
         if spent > TUNE_CASE_TIMING_S or TUNE_LOG["spent_timing_s"] + spent > TUNE_TOTAL_TIMING_S:
             break
     TUNE_LOG["spent_timing_s"] += clock() - timing_start
-    measured = [(sum(t) / len(t), choice, len(t)) for choice, t in alive if t]
+    measured = [(sum(t) / len(t), choice, len(t)) for choice, t in timed if t]
     entry["tried"] = sorted(measured)
     if measured:
         entry["pick"] = min(measured)[1]
+        entry["pick_us"] = min(measured)[0]
         TUNED[(arch, batch, kv_len)] = entry["pick"]
+        try:
+            entry["kernels"] = profiler(lambda: run_choice(entry["pick"]), device)
+        except Exception as exc:  # noqa: BLE001 - best effort: the report says why, the call goes on
+            if _fatal(exc, device):
+                raise
+            entry["profile_error"] = f"{type(exc).__name__}: {exc}".strip().splitlines()[-1][:160]
+    entry["check_s"] = sum(seconds for _, _, seconds, _ in CHECK_LOG[checks_before:])
     entry["wall_s"] = clock() - wall_start
     TUNE_LOG["spent_wall_s"] += entry["wall_s"]
     TUNE_LOG["cases"].append(entry)
-    _print_new_report_lines()
+    _print_report(entry)
     return entry["pick"]
 
 
 def _log_header(device):
     if TUNE_LOG["header"] is None:
         aiter_state = f"aiter {AITER_COMMIT} (imported)" if AITER is not None else f"aiter: {AITER_ERROR}"
-        TUNE_LOG["header"] = (f"architecture {_arch(device)}, torch {torch.__version__}, "
-                              f"triton {triton.__version__}, {aiter_state}")
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{device.type} (interpreter)"
+        TUNE_LOG["header"] = (f"architecture {_arch(device)}, {name}, torch {torch.__version__}, "
+                              f"triton {triton.__version__}, {aiter_state}, source {SOURCE_ID}")
+        TUNE_LOG["arch"], TUNE_LOG["device"] = _arch(device), name
 
 
-def tuning_report():
-    """The report of this process's first-call tuning: architecture and versions, each
-    kernel variant that failed (with its error's last line), per case the candidates'
-    times and the pick. Plain text, one line per case plus the failures."""
-    if TUNE_LOG["header"] is None:
-        return ""
-    lines = ["submission: first-call tuning (MLA_TUNE=0 turns it off): " + TUNE_LOG["header"]]
-    for variant in sorted(FAILED_VARIANTS):
-        lines.append(f"  variant failed: {variant.describe()}")
+def _case_lines(entry):
+    """The report's lines for one tuned case."""
+    if entry["pick"] is None:
+        lines = [f"  case {entry['case']}: no candidate ran: the prediction is used"]
+    else:
+        lines = [f"  case {entry['case']}: pick {describe_choice(entry['pick'])}, {entry['pick_us']:.1f} us"
+                 + (f" [ran: {entry['ran'][entry['pick']]}]" if entry["ran"].get(entry["pick"]) else "")]
+    if entry["tried"]:
+        lines.append("    candidates, mean us (runs): " + "; ".join(
+            f"{describe_choice(choice)} {us:.1f} ({runs})" for us, choice, runs in entry["tried"]))
+    if entry["kernels"] is not None:
+        total = sum(us for _, us in entry["kernels"])
+        lines.append("    kernels of the pick, GPU us in one call: " + ", ".join(
+            f"{name[:48]} {us:.1f}" for name, us in entry["kernels"]) + f"; sum {total:.1f}")
+    elif entry["profile_error"]:
+        lines.append(f"    kernels of the pick: not profiled ({entry['profile_error']})")
+    lines += [f"    failed {describe_choice(choice)}: {why}" for choice, why in entry["failed"]]
+    lines.append(f"    builds and first runs {entry['build_s']:.1f} s (checks {entry['check_s']:.2f} s), "
+                 f"all {entry['wall_s']:.1f} s")
+    return lines
+
+
+def measured_block():
+    """This process's tuned choices as a MEASURED DISPATCH block, in the format eval.py
+    writes (ready to paste; `python eval.py ingest` reads it from a log)."""
+    by_arch = {}
     for entry in TUNE_LOG["cases"]:
-        times = ", ".join(f"{_describe_choice(c)} {us:.1f}" for us, c, _ in entry["tried"][:6])
-        pick = _describe_choice(entry["pick"]) if entry["pick"] else "none: the prediction"
-        lines.append(f"  case {entry['case']}: pick {pick}; us: {times}; builds {entry['build_s']:.1f} s, "
-                     f"all {entry['wall_s']:.1f} s")
-        lines += [f"    failed {_describe_choice(c)}: {why}" for c, why in entry["failed"]]
-    lines.append(f"  spent: timed runs {TUNE_LOG['spent_timing_s']:.2f} of {TUNE_TOTAL_TIMING_S} s, "
-                 f"everything {TUNE_LOG['spent_wall_s']:.1f} of {TUNE_TOTAL_WALL_S} s")
+        if entry["pick"] is not None:
+            by_arch.setdefault(TUNE_LOG.get("arch"), {})[entry["case"]] = (entry["pick"], entry["pick_us"])
+    provenance = (f"{TUNE_LOG.get('device')}, torch {torch.__version__}, triton {triton.__version__}, "
+                  f"{time.strftime('%Y-%m-%d')}: first-call tuning, source {SOURCE_ID}")
+    lines = [TABLE_BEGIN, "MEASURED_DISPATCH = {"]
+    for arch, cases in sorted(by_arch.items()):
+        lines.append(f"    {arch!r}: {{")
+        lines += [f"        {case!r}: {choice!r},  # {us:.1f} us" for case, (choice, us) in sorted(cases.items())]
+        lines.append("    },")
+    lines += ["}", "MEASURED_ON = {"] + [f"    {arch!r}: {provenance!r}," for arch in sorted(by_arch)]
+    lines += ["}", TABLE_END]
     return "\n".join(lines)
 
 
-def _print_new_report_lines():
-    """Print the report's lines not printed yet, as each case is tuned (a pool worker may
-    be terminated without running atexit). The running totals stay for tuning_report()."""
-    for line in tuning_report().splitlines()[:-1]:
-        if line not in TUNE_LOG["printed"]:
-            TUNE_LOG["printed"].add(line)
-            print(line, file=sys.stderr, flush=True)
+def tuning_report():
+    """The report of this process's first-call tuning: architecture, versions and this
+    file's source id, each kernel variant that failed, per case the pick (and the form that
+    ran), every candidate's time, the pick's kernels, the failed candidates and the seconds
+    spent, then the MEASURED DISPATCH block to paste."""
+    if TUNE_LOG["header"] is None:
+        return ""
+    lines = ["submission: first-call tuning (MLA_TUNE=0 turns it off; a candidate reads: family tTILE "
+             "wWARPS sSPLITS stSTAGES merge): " + TUNE_LOG["header"]]
+    lines += [f"  variant failed: {variant.describe()}" for variant in sorted(FAILED_VARIANTS)]
+    for entry in TUNE_LOG["cases"]:
+        lines += _case_lines(entry)
+    lines.append(f"  spent: timed runs {TUNE_LOG['spent_timing_s']:.2f} of {TUNE_TOTAL_TIMING_S} s, "
+                 f"everything {TUNE_LOG['spent_wall_s']:.1f} of {TUNE_TOTAL_WALL_S} s")
+    return "\n".join(lines + [measured_block()])
+
+
+def _print_report(entry):
+    """Print, as each case is tuned (a pool worker may be terminated without running
+    atexit): the header and failed variants not printed yet, the case's lines, then the
+    whole MEASURED DISPATCH block so far (the last one printed holds every case)."""
+    fresh = [line for line in tuning_report().splitlines()[:1 + len(FAILED_VARIANTS)]
+             if line not in TUNE_LOG["printed"]]
+    TUNE_LOG["printed"].update(fresh)
+    print("\n".join(fresh + _case_lines(entry) + [measured_block()]), file=sys.stderr, flush=True)
 
 
 _PLANS = OrderedDict()
@@ -1580,24 +1981,24 @@ def _plan(key, factory, qo_indptr=None, kv_indptr=None, total_kv=None):
 
 
 def _run_choice(choice, q, kv_data, qo_indptr, kv_indptr, batch, sm_scale):
-    """One call in one choice: its plan (built on a miss) runs and returns a new output."""
+    """One call in one choice: its plan (built on a miss) runs -> (a new output, the plan)."""
     device = q.device
     if choice[0] == "aiter":
         kv8, kv_scale = _fp8_operands(kv_data, device)
         key = ("aiter", batch, kv8.shape[0], device, kv8.dtype)
         plan = _plan(key, lambda: _AiterPlan(AITER, batch, kv8.shape[0], device, AITER["fp8"], kv8.dtype),
                      qo_indptr, kv_indptr, kv8.shape[0])
-        return plan.run(q, kv8, kv_scale, qo_indptr, kv_indptr, sm_scale)
+        return plan.run(q, kv8, kv_scale, qo_indptr, kv_indptr, sm_scale), plan
     packed, scales = _mxfp4_operands(kv_data, device)
     if not _word_aligned(packed):
         _warn_once("unaligned", "kv_data['mxfp4'][0] rows are not 4-byte aligned: copying them "
                                 "on every call (slow)")
         packed = packed.contiguous() if packed.stride(0) % WORD_BYTES else packed.clone()
-    launch = SplitLaunch(*choice[1:])
+    launch = make_launch(*choice[1:])
     key = ("triton", batch, launch, packed.shape[0], device, sm_scale)
     plan = _plan(key, lambda: _TritonPlan(batch, launch, device, sm_scale),
                  qo_indptr, kv_indptr, packed.shape[0])
-    return plan.run(q, packed, scales, qo_indptr, kv_indptr)
+    return plan.run(q, packed, scales, qo_indptr, kv_indptr), plan
 
 
 def custom_kernel(data: input_t) -> output_t:
@@ -1605,5 +2006,5 @@ def custom_kernel(data: input_t) -> output_t:
     device = q.device
     if _needs_tuning(batch, kv_len, device):
         tune_first_call(batch, kv_len, device, lambda choice: _run_choice(
-            choice, q, kv_data, qo_indptr, kv_indptr, batch, sm_scale))
-    return _run_choice(choose(batch, kv_len, device), q, kv_data, qo_indptr, kv_indptr, batch, sm_scale)
+            choice, q, kv_data, qo_indptr, kv_indptr, batch, sm_scale)[1])
+    return _run_choice(choose(batch, kv_len, device), q, kv_data, qo_indptr, kv_indptr, batch, sm_scale)[0]

@@ -11,6 +11,10 @@ narrower than 32 bits shares a register with its neighbours, element 0 in the lo
   op_sel[1] of the source; its low nibble to the low half; times 2^(exponent field of the
   float32 scale - 127), NaN for field 255) and `v_mov_b32`.
 
+* the timers of the phase probes (PTX `%clock64` / `%globaltimer`, AMDGPU `s_memtime` /
+  `s_memrealtime`): a 64-bit counter that grows by one tick per read (a fake clock: the
+  probes' plumbing runs, their times mean nothing on a CPU).
+
 So the native variants (the sm_90 PTX conversion, the gfx950 one, the register pins) run
 in the interpreter: a wrong byte select, sign, exponent or operand order in the asm text
 fails the CPU tests. The semantics are the ISA manuals' (and, for PTX, were bit-exact
@@ -176,7 +180,19 @@ class _Call:
         return self.results[index]
 
 
+TIMER_READS = re.compile(r"%clock64|%globaltimer|s_memtime|s_memrealtime")
+_TICKS = [0]
+
+
+def _timer_read(values):
+    _TICKS[0] += 1
+    shape = values[0].data.shape if values else ()
+    return _Call([_interp.TensorHandle(np.full(shape, _TICKS[0], dtype=np.int64), tl.int64)])
+
+
 def _inline_asm(self, asm, constraints, values, result_types, is_pure, pack):
+    if TIMER_READS.search(asm):
+        return _timer_read(values)
     shape = values[0].data.shape
     out_types = [t.scalar if hasattr(t, "scalar") else t for t in result_types]
     registers, position = {}, 0

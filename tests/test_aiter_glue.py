@@ -159,17 +159,17 @@ def test_dispatch_on_gfx950_with_aiter(fresh_plans, monkeypatch):
     for b, n in cases:  # the native variant of every predicted launch failed, in both families
         launch = submission.default_launch(b, n, submission._num_sms(cpu))
         submission.FAILED_VARIANTS.add(submission.variants_for("gfx950", "hip", launch.block_n,
-                                                               launch.num_warps, 1)[0])
+                                                               launch.num_warps, 1, launch.scores, launch.merge)[0])
         scaled = submission.scaled_launch(b, n, submission._num_sms(cpu))
         submission.FAILED_VARIANTS.add(submission.variants_for("gfx950", "hip", scaled.block_n, scaled.num_warps,
-                                                               scaled.num_stages, scaled.scores)[0])
+                                                               scaled.num_stages, scaled.scores, scaled.merge)[0])
     submission._cached_prediction.cache_clear()
     chosen = {case: submission.choose(*case, cpu) for case in cases}
     assert [k for k, v in chosen.items() if v == ("aiter",)] == [(32, 8192), (64, 8192), (256, 1024), (256, 8192)]
     monkeypatch.setitem(submission.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("aiter",),
                                                                   (256, 8192): ("triton", 64, 4, 8, 2)})
     assert submission.choose(4, 1024, cpu) == ("aiter",)
-    assert submission.choose(256, 8192, cpu) == ("triton", 64, 4, 8, 1, 0)  # hip runs the BF16 family at one stage
+    assert submission.choose(256, 8192, cpu) == ("triton", 64, 4, 8, 1, 0, submission.MERGE_COMBINE)  # hip: 1 stage
     monkeypatch.setattr(submission, "_arch", lambda device: "sm_90")
     monkeypatch.setitem(submission.MEASURED_DISPATCH, "sm_90", {})
     submission._cached_prediction.cache_clear()

@@ -56,8 +56,7 @@ def variants(rows, target):
     return [r for r in rows if r["row"] == "variant" and r["target"] == target]
 
 
-KERNELS = {"gfx950": {"_mla_split_kernel", "_mla_scaled_split_kernel", "_quantize_q_kernel", "_mla_combine_kernel"},
-           "sm90": {"_mla_split_kernel", "_mla_combine_kernel"}}
+KERNELS = {"gfx950": {"_mla_split_kernel", "_mla_combine_kernel"}, "sm90": {"_mla_split_kernel", "_mla_combine_kernel"}}
 
 
 def newest_may_spill(r):
@@ -68,7 +67,7 @@ def newest_may_spill(r):
     runner parametrization of this test asserts no spills for every variant; a 3.9 spill is a
     warning to act on when the runner's Triton changes, not a regression of the submission.
     Everything else must stay spill-free with the newest Triton too."""
-    return r["kernel"] == "_mla_scaled_split_kernel" and r["num_warps"] == 8 and r["triton"] != RUNNER_TRITON
+    return r.get("family") == "scaled" and r["num_warps"] == 8 and r["triton"] != RUNNER_TRITON
 
 
 @pytest.mark.parametrize("target", ["gfx950", "sm90"])
@@ -82,21 +81,21 @@ def test_every_variant_builds_without_spills(rows, target):
                           f"w{r['num_warps']} s{r['num_stages']} (spill-free with the runner's {RUNNER_TRITON})")
             continue
         assert r["spills"] == 0, r
-        if r["kernel"] in ("_mla_split_kernel", "_mla_scaled_split_kernel"):
+        if r["kernel"] == "_mla_split_kernel":
             kinds = ",".join(r["matrix_kinds"])
             assert r["matrix_ops"] > 0 and ("v_mfma" in kinds if target == "gfx950" else "mma" in kinds), r
 
 
 @pytest.mark.parametrize("target, native", [("gfx950", "gfx950"), ("sm90", "ptx-sm90")])
 def test_the_fallback_order_is_built_native_first(rows, target, native):
-    converts = [r["convert"] for r in variants(rows, target) if r["kernel"] == "_mla_split_kernel"]
+    converts = [r["convert"] for r in variants(rows, target) if r.get("family") == "bf16"]
     assert converts and converts[0] == native and "portable" in converts
 
 
 def test_gfx950_native_loop_meets_the_valu_goal(rows):
     """The BF16 family's native 64-token loop (issue 8; 1.97 with Triton 3.6.0)."""
     loops = [r for r in variants(rows, "gfx950")
-             if r["kernel"] == "_mla_split_kernel" and r["convert"] == "gfx950" and r["BLOCK_N"] == 64]
+             if r.get("family") == "bf16" and r["convert"] == "gfx950" and r["BLOCK_N"] == 64]
     assert loops
     for r in loops:
         assert r["loop_native_converts"] > 0, r  # v_cvt_scalef32_pk_bf16_fp4 in the loop
@@ -117,7 +116,7 @@ def test_report_covers_every_launch_the_dispatch_uses(monkeypatch):
         monkeypatch.setattr(submission, "_num_sms", lambda device, num_sms=num_sms: num_sms)
         monkeypatch.setattr(submission, "_platform", lambda device, platform=platform: platform)
         submission._cached_prediction.cache_clear()
-        chosen = {submission.SplitLaunch(*submission.choose(b, n, cpu)[1:])
+        chosen = {submission.make_launch(*submission.choose(b, n, cpu)[1:])
                   for b, n in compile_report.LEADERBOARD_CASES}
         assert chosen <= set(compile_report.dispatched_launches(target)), target
     submission._cached_prediction.cache_clear()
@@ -153,7 +152,7 @@ def issue13_failures(variant, case):
 def issue13_rows(rows, role):
     case = next(r for r in rows if r["row"] == "case" and r["target"] == "gfx950" and r["role"] == role
                 and (r["batch"], r["kv_len"]) == ISSUE13_CASE)
-    keys = ("kernel", "BLOCK_N", "convert", "num_warps", "num_stages")
+    keys = ("kernel", "family", "BLOCK_N", "convert", "num_warps", "num_stages", "MERGE")
     variant = next(r for r in variants(rows, "gfx950") if all(r.get(k) == case[k] for k in keys))
     return variant, case
 
@@ -162,8 +161,8 @@ def test_gfx950_scaled_variant_meets_issue13_goals(rows):
     if rows[0]["triton"] != RUNNER_TRITON:
         pytest.skip("issue 13's goals are counted on the runner's Triton")
     variant, case = issue13_rows(rows, "dispatched")
-    assert (case["kernel"], case["BLOCK_N"], case["num_warps"], case["num_stages"], case["convert"]) == \
-        ("_mla_scaled_split_kernel", 128, 8, 2, "gfx950"), case
+    assert (case["family"], case["BLOCK_N"], case["num_warps"], case["num_stages"], case["convert"]) == \
+        ("scaled", 128, 8, 2, "gfx950"), case
     assert variant["spills"] == 0 and variant["regs_total"] <= 256, variant
     failures = issue13_failures(variant, case)
     assert failures == [], f"{failures}: {variant} {case}"
@@ -176,7 +175,7 @@ def test_issue13_checks_fail_on_the_bf16_family(rows):
     if rows[0]["triton"] != RUNNER_TRITON:
         pytest.skip("issue 13's goals are counted on the runner's Triton")
     variant, case = issue13_rows(rows, "bf16-default")
-    assert variant["kernel"] == "_mla_split_kernel", variant
+    assert variant["family"] == "bf16", variant
     failures = issue13_failures(variant, case)
     assert len(failures) == 5, failures
 
@@ -194,3 +193,15 @@ def test_case_table_covers_the_leaderboard_and_bounds_the_h200(rows):
     for r in rows:
         if r["row"] == "case" and r["target"] == "sm90":
             assert r["measured_over_bound"] >= 1.0, r
+
+
+def test_at_most_two_dependent_launches_per_call(rows):
+    """Issue 17: every leaderboard case's dispatched choice makes at most two dependent
+    launches (the split kernel and the combine kernel), and one where a sequence has one
+    split (the split kernel writes the output); the SCALED family quantizes Q in the split
+    kernel (no launch of its own)."""
+    for r in rows:
+        if r["row"] == "case" and r["role"] == "dispatched":
+            assert r["launches"] <= 2, r
+            assert r["num_splits"] > 1 or r["launches"] == 1, r
+            assert r["launches"] == (2 if r["merge"] == "combine" else 1), r

@@ -16,9 +16,10 @@ def is_power_of_two(value):
 
 
 def assert_valid_choice(choice):
-    assert choice == ("aiter",) or (choice[0] == "triton" and len(choice) in (5, 6)), choice
+    assert choice == ("aiter",) or (choice[0] == "triton" and len(choice) in (5, 6, 7)), choice
     if choice[0] == "triton":
-        launch = sub.SplitLaunch(*choice[1:])
+        launch = sub.make_launch(*choice[1:])
+        assert launch.merge in sub.MERGE_NAMES and (launch.merge == sub.MERGE_DIRECT) == (launch.num_splits == 1)
         assert launch.block_n in BLOCK_NS and launch.num_warps in WARPS and launch.num_stages in STAGES, choice
         assert launch.scores in (sub.BF16_SCORES, sub.SCALED_SCORES), choice
         assert is_power_of_two(launch.num_splits), choice
@@ -45,8 +46,9 @@ def on_arch(monkeypatch):
 
 
 def full(choice):
-    """A table's choice with every SplitLaunch field (5-tuples are the BF16 family)."""
-    return choice if choice[0] != "triton" else ("triton", *sub.SplitLaunch(*choice[1:]))
+    """A table's choice with every SplitLaunch field (5-tuples are the BF16 family with the
+    default merge)."""
+    return choice if choice[0] != "triton" else ("triton", *sub.make_launch(*choice[1:]))
 
 
 def test_choose_follows_the_measured_table(on_arch):
@@ -61,8 +63,8 @@ def test_choose_predicts_where_nothing_was_measured(on_arch, monkeypatch):
     on_arch("gfx950", "hip", 256)
     monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("triton", 32, 8, 2, 1)})
     assert sub.choose(4, 1024, CPU) == full(("triton", 32, 8, 2, 1))
-    assert sub.choose(4, 8192, CPU) == ("triton", 64, 4, 64, 1, sub.SCALED_SCORES)
-    assert sub.choose(256, 8192, CPU) == ("triton", 128, 8, 2, 2, sub.SCALED_SCORES)
+    assert sub.choose(4, 8192, CPU) == ("triton", 64, 4, 64, 1, sub.SCALED_SCORES, sub.MERGE_COMBINE)
+    assert sub.choose(256, 8192, CPU) == ("triton", 128, 8, 2, 2, sub.SCALED_SCORES, sub.MERGE_COMBINE)
     on_arch("sm_90", "cuda", 132)
     monkeypatch.setitem(sub.MEASURED_DISPATCH, "sm_90", {})
     assert sub.choose(256, 8192, CPU) == ("triton", *sub.default_launch(256, 8192, 132))
@@ -73,7 +75,7 @@ def test_a_failed_scaled_variant_sends_the_prediction_to_the_bf16_family(on_arch
     monkeypatch.setattr(sub, "FAILED_VARIANTS", set())
     scaled = sub.scaled_launch(256, 8192, 256)
     sub.FAILED_VARIANTS.add(sub.variants_for("gfx950", "hip", scaled.block_n, scaled.num_warps,
-                                             scaled.num_stages, sub.SCALED_SCORES)[0])
+                                             scaled.num_stages, sub.SCALED_SCORES, scaled.merge)[0])
     assert sub.choose(256, 8192, CPU) == ("triton", *sub.default_launch(256, 8192, 256))
 
 
@@ -84,7 +86,7 @@ def test_hip_runs_the_bf16_family_in_one_stage_only(on_arch, monkeypatch):
     monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("triton", 64, 4, 16, 2),
                                                           (4, 8192): ("triton", 128, 8, 16, 2, 1)})
     assert sub.choose(4, 1024, CPU) == full(("triton", 64, 4, 16, 1))
-    assert sub.choose(4, 8192, CPU) == ("triton", 128, 8, 16, 2, 1)
+    assert sub.choose(4, 8192, CPU) == full(("triton", 128, 8, 16, 2, 1))
 
 
 @pytest.mark.parametrize("num_sms", [4, 132, 256])
@@ -99,3 +101,21 @@ def test_default_launch_invariants(batch, kv_len, num_sms):
     tiles = -(-kv_len // launch.block_n)
     assert tiles < 2 or tiles // launch.num_splits >= 2
     assert launch.num_splits == 1 or batch * launch.num_splits <= 4 * num_sms
+
+
+@pytest.mark.parametrize("fields, merge", [
+    ((64, 4, 1), sub.MERGE_DIRECT),  # one split writes the output
+    ((64, 4, 1, 1, 0, sub.MERGE_FUSED), sub.MERGE_DIRECT),
+    ((64, 4, 4), sub.MERGE_COMBINE),  # the default for several splits
+    ((64, 4, 4, 1, 0, sub.MERGE_DIRECT), sub.MERGE_COMBINE),
+    ((64, 4, 4, 1, 1, sub.MERGE_FUSED), sub.MERGE_FUSED),
+])
+def test_make_launch_gives_each_split_count_its_merge(fields, merge):
+    assert sub.make_launch(*fields).merge == merge
+
+
+@pytest.mark.parametrize("fields", [(64, 4, 3), (48, 4, 2), (64, 3, 2), (64, 4, 0), (64, 4, 2, 0),
+                                    (64, 4, 2, 1, 7), (64, 4, 2, 1, 0, 9), (64, "4", 2)])
+def test_make_launch_rejects_what_no_kernel_runs(fields):
+    with pytest.raises(ValueError, match="a Triton choice is"):
+        sub.make_launch(*fields)

@@ -38,7 +38,7 @@ def fake_world(sub, speed_us, clock, failing=(), build_s=1.0):
 
     def run_choice(choice):
         if choice in failing:
-            raise RuntimeError("custom_kernel: no kernel variant could run:\nfake: build error at line 3")
+            raise sub.NoVariantError("custom_kernel: no kernel variant could run:\nfake: build error at line 3")
         if choice not in built:
             built.add(choice)
             clock.now += build_s
@@ -89,7 +89,7 @@ def test_a_candidate_that_fails_is_never_picked_and_is_reported(sub):
     pick = sub.tune_first_call(4, 1024, CPU, run_choice, clock=clock, timer=timer)
     assert pick == ranked[0] and pick != broken
     report = sub.tuning_report()
-    assert f"failed {sub._describe_choice(broken)}: fake: build error at line 3" in report
+    assert f"failed {sub.describe_choice(broken)}: fake: build error at line 3" in report
 
 
 def test_aiter_failing_in_any_way_is_a_failed_candidate(sub, monkeypatch):
@@ -148,7 +148,7 @@ def test_the_measured_table_wins_and_mla_tune_0_turns_it_off(sub, monkeypatch):
     monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("triton", 32, 4, 2, 1)})
     assert not sub._needs_tuning(4, 1024, CPU) and sub._needs_tuning(4, 8192, CPU)
     sub.TUNED[("gfx950", 4, 1024)] = ("triton", 64, 4, 8, 1, 0)
-    assert sub.choose(4, 1024, CPU) == ("triton", 32, 4, 2, 1, 0)
+    assert sub.choose(4, 1024, CPU) == ("triton", 32, 4, 2, 1, 0, sub.MERGE_COMBINE)
     gpu = torch.device("cuda")  # a device object only: nothing runs on it
     monkeypatch.delenv("MLA_TUNE")
     assert sub._needs_tuning(4, 8192, gpu) and not sub._needs_tuning(4, 8192, CPU)  # default: GPUs only
@@ -168,11 +168,16 @@ def test_the_report_says_what_was_tried(sub):
     report = sub.tuning_report().splitlines()
     assert report[0].startswith("submission: first-call tuning") and "architecture gfx950" in report[0]
     assert f"triton {sub.__dict__['triton'].__version__}" in report[0]
-    assert any("variant failed: gfx950 conversion" in line for line in report)
+    assert any("variant failed: bf16 family, gfx950 conversion" in line for line in report)
     case = next(line for line in report if line.startswith("  case (4, 1024)"))
-    assert f"pick {sub._describe_choice(ranked[0])};" in case and "10.0" in case and "builds" in case
-    assert any(line.startswith(f"    failed {sub._describe_choice(ranked[2])}") for line in report)
-    assert report[-1].startswith("  spent: timed runs") and len(report) <= 40
+    assert case == f"  case (4, 1024): pick {sub.describe_choice(ranked[0])}, 10.0 us"
+    assert any(line.startswith("    candidates, mean us (runs): ") and "10.0 (" in line for line in report)
+    assert any(line.startswith(f"    failed {sub.describe_choice(ranked[2])}") for line in report)
+    assert any(line.startswith("    builds and first runs") for line in report)
+    assert any(line == "    kernels of the pick: not profiled (ValueError: kernel times need a GPU)"
+               for line in report)
+    spent = next(i for i, line in enumerate(report) if line.startswith("  spent: timed runs"))
+    assert report[spent + 1] == sub.TABLE_BEGIN and report[-1] == sub.TABLE_END and len(report) <= 60
 
 
 def test_first_call_tuning_end_to_end_returns_the_right_answer(sub, monkeypatch):
@@ -189,3 +194,100 @@ def test_first_call_tuning_end_to_end_returns_the_right_answer(sub, monkeypatch)
     assert bool(((out.float() - expected).abs() <= 8e-3 + 2e-2 * expected.abs()).all())
     sub.custom_kernel(data)
     assert len(sub.TUNE_LOG["cases"]) == 1
+
+
+def block_of(report):
+    """The MEASURED DISPATCH block at the end of a report, evaluated."""
+    text = report.split(sub_markers()[0], 1)[1].split(sub_markers()[1], 1)[0]
+    names = {}
+    exec(text, {}, names)  # the block is plain Python literals
+    return names["MEASURED_DISPATCH"], names["MEASURED_ON"]
+
+
+def sub_markers():
+    import submission
+    return submission.TABLE_BEGIN, submission.TABLE_END
+
+
+def test_the_report_ends_with_a_block_that_carries_the_picks(sub):
+    """The block to paste: this architecture's pick per tuned case with its time, and the
+    provenance with this file's source id (what eval.py ingest checks)."""
+    clock = FakeClock()
+    for case in ((4, 1024), (32, 8192)):
+        ranked = sub.ranked_candidates(*case, CPU)
+        run_choice, timer = fake_world(sub, lambda c, ranked=ranked: 10.0 + ranked.index(c), clock)
+        sub.tune_first_call(*case, CPU, run_choice, clock=clock, timer=timer)
+    table, provenance = block_of(sub.tuning_report())
+    assert table == {"gfx950": {case["case"]: case["pick"] for case in sub.TUNE_LOG["cases"]}}
+    assert provenance["gfx950"].endswith(f"first-call tuning, source {sub.SOURCE_ID}")
+    assert sub.tuning_report().count("# 10.0 us") == 2
+
+
+def test_a_gfx950_report_tells_a_scaled_from_a_bf16_candidate_of_the_same_tile(sub):
+    """Same tile, warps, splits and stages in both families: the report names the family
+    (and the merge), so the two never read alike."""
+    scaled = ("triton", 64, 4, 4, 1, sub.SCALED_SCORES)
+    bf16 = ("triton", 64, 4, 4, 1, sub.BF16_SCORES)
+    fused = ("triton", 64, 4, 4, 1, sub.BF16_SCORES, sub.MERGE_FUSED)
+    assert sub.describe_choice(scaled) == "scaled t64 w4 s4 st1 combine"
+    assert sub.describe_choice(bf16) == "bf16 t64 w4 s4 st1 combine"
+    assert sub.describe_choice(fused) == "bf16 t64 w4 s4 st1 fused"
+    clock = FakeClock()
+    original = sub.ranked_candidates
+    sub.ranked_candidates = lambda *args, **kwargs: [scaled, bf16]
+    try:
+        run_choice, timer = fake_world(sub, lambda c: 5.0 if c == scaled else 7.0, clock)
+        sub.tune_first_call(32, 1024, CPU, run_choice, clock=clock, timer=timer)
+    finally:
+        sub.ranked_candidates = original
+    report = sub.tuning_report()
+    assert "pick scaled t64 w4 s4 st1 combine, 5.0 us" in report
+    assert "scaled t64 w4 s4 st1 combine 5.0 (" in report and "bf16 t64 w4 s4 st1 combine 7.0 (" in report
+
+
+@pytest.mark.parametrize("error", ["oom", "device-fault"])
+def test_out_of_memory_and_device_faults_propagate_from_tuning(sub, monkeypatch, error):
+    """No other candidate can run after these: the call fails loudly instead of ranking on."""
+    def run_choice(choice):
+        if error == "oom":
+            raise torch.OutOfMemoryError("out of memory")
+        raise sub.NoVariantError("custom_kernel: no kernel variant could run: illegal memory access")
+    if error == "device-fault":
+        monkeypatch.setattr(sub, "_device_faulted", lambda device: True)
+    with pytest.raises((torch.OutOfMemoryError, sub.NoVariantError)):
+        sub.tune_first_call(4, 1024, CPU, run_choice, clock=FakeClock(), timer=lambda run, device: 1.0)
+    assert not sub.TUNED
+
+
+def test_a_candidate_whose_own_form_fell_back_is_dropped_and_reported(sub):
+    """Its plan ran a fallback (its own form failed a check): timing it would rank another
+    form under its name, so it is reported and dropped."""
+    clock = FakeClock()
+    ranked = sub.ranked_candidates(4, 1024, CPU)
+    run_choice, timer = fake_world(sub, lambda c: 1.0 if c == ranked[1] else 20.0, clock)
+    own = sub.Variant(sub.PORTABLE, sub.NATURAL, 0, 64, 4, 1)
+    fallback = own._replace(block_n=32)
+
+    class FellBack:
+        variants, variant = [own, fallback], fallback
+        failures = [(own, "SelfCheckError: wrong answers on the check of the first call's output: 3 of 8 elements")]
+
+    def run(choice):
+        run_choice(choice)
+        return FellBack() if choice == ranked[1] else None
+    pick = sub.tune_first_call(4, 1024, CPU, run, clock=clock, timer=timer)
+    assert pick != ranked[1]
+    report = sub.tuning_report()
+    assert f"failed {sub.describe_choice(ranked[1])}: its own form failed" in report
+    assert "check of the first call's output" in report
+
+
+def test_the_source_id_ignores_the_table_and_sees_the_code():
+    import submission
+    text = open(submission.__file__, encoding="utf-8").read()
+    assert submission.SOURCE_ID == submission.source_id(text)
+    begin, end = submission.TABLE_BEGIN, submission.TABLE_END
+    retabled = text.split(begin, 1)[0] + begin + "\nMEASURED_DISPATCH = {}\nMEASURED_ON = {}\n" + end \
+        + text.split(end, 1)[1]
+    assert submission.source_id(retabled) == submission.SOURCE_ID
+    assert submission.source_id(text.replace("def custom_kernel", "def  custom_kernel")) != submission.SOURCE_ID

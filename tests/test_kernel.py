@@ -80,8 +80,9 @@ def force_variant(sub, monkeypatch, name):
         pytest.skip(f"{name} builds on {needs} only")
     form = (getattr(sub, convert), getattr(sub, layout), pin, split_tail, getattr(sub, family))
     min_block_n = GPU_MIN_BLOCK_N.get(name, 1) if platform != "cpu" else 1
-    monkeypatch.setattr(sub, "variants_for", lambda arch, platform, block_n, num_warps, num_stages=1, scores=0: [
-        sub.Variant(form[0], form[1], form[2], max(block_n, min_block_n), num_warps, num_stages, form[3], form[4])])
+    monkeypatch.setattr(sub, "variants_for", lambda arch, platform, block_n, num_warps, num_stages=1, scores=0,
+                        merge=sub.MERGE_COMBINE: [sub.Variant(form[0], form[1], form[2], max(block_n, min_block_n),
+                                                              num_warps, num_stages, form[3], form[4], merge)])
     return form
 
 

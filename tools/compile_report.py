@@ -109,21 +109,16 @@ MFMA_CYCLES = {
 MFMA_MACS_PER_CYCLE = 512
 SPLIT_SIGNATURE = {"q_ptr": "*bf16", "kv_ptr": "*u8", "scale_ptr": "*u8", "qo_indptr_ptr": "*i32",
                    "kv_indptr_ptr": "*i32", "out_ptr": "*bf16", "part_acc_ptr": "*fp32",
-                   "part_ml_ptr": "*fp32", "total_kv": "i32", "num_splits": "i32",
+                   "part_ml_ptr": "*fp32", "count_ptr": "*i32", "q8_ptr": "*u8", "qs_ptr": "*u8",
+                   "probe_ptr": "*i64", "total_kv": "i32", "num_splits": "i32",
                    "q_row_stride": "i32", "q_head_stride": "i32", "kv_row_stride": "i32",
                    "scale_row_stride": "i32", "qk_scale_log2": "fp32", "value_scale": "fp32"}
-SCALED_SIGNATURE = {"q8_ptr": "*u8", "qs_ptr": "*u8", "kv_ptr": "*u8", "scale_ptr": "*u8",
-                    "qo_indptr_ptr": "*i32", "kv_indptr_ptr": "*i32", "part_acc_ptr": "*fp32",
-                    "part_ml_ptr": "*fp32", "total_kv": "i32", "num_splits": "i32", "kv_row_stride": "i32",
-                    "scale_row_stride": "i32", "qk_scale_log2": "fp32"}
-QUANTIZE_SIGNATURE = {"q_ptr": "*bf16", "q8_ptr": "*u8", "qs_ptr": "*u8", "q_row_stride": "i32",
-                      "q_head_stride": "i32"}
-COMBINE_SIGNATURE = {"out_ptr": "*bf16", "part_acc_ptr": "*fp32", "part_ml_ptr": "*fp32",
+COMBINE_SIGNATURE = {"out_ptr": "*bf16", "part_acc_ptr": "*fp32", "part_ml_ptr": "*fp32", "num_splits": "i32",
                      "qk_scale_log2": "fp32", "value_scale": "fp32"}
 # Integer arguments that are multiples of 16 in the leaderboard layout (the runtime marks
 # them divisible by 16, as it marks 16-byte aligned pointers); the padded scale stride (24)
-# and the trimmed one (18) are not.
-ALIGNED_INTS = {"total_kv", "q_row_stride", "q_head_stride", "kv_row_stride"}
+# and the trimmed one (18) are not; total_kv and num_splits are declared unspecialized.
+ALIGNED_INTS = {"q_row_stride", "q_head_stride", "kv_row_stride"}
 
 
 def _attrs(fn, signature, backend):
@@ -147,50 +142,64 @@ def dispatched_launches(target_name):
         launches |= {sub.scaled_launch(b, n, num_sms) for b, n in LEADERBOARD_CASES}
     for choice in sub.MEASURED_DISPATCH.get(arch, {}).values():
         if choice[0] == "triton":
-            launches.add(sub.SplitLaunch(*choice[1:]))
+            launches.add(sub.make_launch(*choice[1:]))
     return sorted(launches)
 
 
-def _build_spec(variant, num_splits):
-    """(kernel, signature, constexprs) of one split-kernel Variant at a split count."""
-    if variant.scores == sub.SCALED_SCORES:
-        return (sub._mla_scaled_split_kernel, SCALED_SIGNATURE,
-                {"BLOCK_N": variant.block_n, "CONVERT": variant.convert})
+def _build_spec(variant, num_splits=None):
+    """(kernel, signature, constexprs) of one split-kernel Variant (its merge decides the
+    output; num_splits is a runtime argument)."""
     return (sub._mla_split_kernel, SPLIT_SIGNATURE,
             {"BLOCK_N": variant.block_n, "CONVERT": variant.convert, "LAYOUT": variant.layout, "PIN": variant.pin,
-             "SPLIT_TAIL": variant.split_tail, "DIRECT_OUT": num_splits == 1})
+             "SPLIT_TAIL": variant.split_tail, "SCORES": variant.scores, "MERGE": variant.merge,
+             "PROBE": sub.PROBE_OFF})
+
+
+def launches_per_call(variant):
+    """Dependent launches one call makes in this variant: the split kernel, plus the
+    combine kernel when it merges through it."""
+    return 2 if variant.merge == sub.MERGE_COMBINE else 1
 
 
 def kernel_variants(target_name):
-    """(kernel, signature, constexprs, num_warps, num_stages) for every variant to build."""
+    """(kernel, signature, constexprs, num_warps, num_stages) for every variant to build:
+    every form the dispatched launches can run (fallbacks included), and for launches of
+    several splits their FUSED form too (a first-call tuning candidate)."""
     _, arch, _, platform = TARGETS[target_name]
     seen = {}
     for launch in dispatched_launches(target_name):
-        for variant in sub.variants_for(arch, platform, launch.block_n, launch.num_warps, launch.num_stages,
-                                        launch.scores):
-            fn, signature, consts = _build_spec(variant, launch.num_splits)
-            seen.setdefault((fn.__name__, tuple(consts.items()), variant.num_warps, variant.num_stages),
-                            (fn, signature, consts, variant.num_warps, variant.num_stages))
-            if variant.scores == sub.SCALED_SCORES:
-                seen.setdefault(("quantize",), (sub._quantize_q_kernel, QUANTIZE_SIGNATURE, {}, 4, 1))
-        if launch.num_splits > 1 or launch.scores == sub.SCALED_SCORES:  # the scaled family always merges
-            consts = {"NUM_SPLITS": launch.num_splits}
-            seen.setdefault(("combine", tuple(consts.items())),
-                            (sub._mla_combine_kernel, COMBINE_SIGNATURE, consts, 4, 1))
+        merges = {launch.merge} | ({sub.MERGE_FUSED} if launch.num_splits > 1 else set())
+        for merge in sorted(merges):
+            for variant in sub.variants_for(arch, platform, launch.block_n, launch.num_warps, launch.num_stages,
+                                            launch.scores, merge):
+                fn, signature, consts = _build_spec(variant)
+                seen.setdefault((fn.__name__, tuple(consts.items()), variant.num_warps, variant.num_stages),
+                                (fn, signature, consts, variant.num_warps, variant.num_stages))
+                if variant.merge == sub.MERGE_COMBINE:
+                    consts = {"CHUNK": min(launch.num_splits, sub.COMBINE_MAX_CHUNK)}
+                    seen.setdefault(("combine", tuple(consts.items())),
+                                    (sub._mla_combine_kernel, COMBINE_SIGNATURE, consts, 4, 1))
     return list(seen.values())
 
 
-def _loop_body(instructions, backward_target):
-    """The (mnemonic, operands) of the largest region closed by a backward branch.
+def _loop_body(instructions, backward_target, matrix_prefix):
+    """The (mnemonic, operands) of the main loop: of the regions closed by a backward
+    branch, the one with the most matrix instructions (mnemonics starting with
+    matrix_prefix), the largest of those (a kernel's other loops, e.g. the FUSED merge's,
+    hold none).
 
     instructions: (position, mnemonic, operands); backward_target(mnemonic, operands,
     position) -> the position the branch jumps back to, or None.
     """
-    best = None
+    best, best_key = None, None
     for position, mnemonic, operands in instructions:
         target = backward_target(mnemonic, operands, position)
-        if target is not None and target < position and (best is None or position - target > best[1] - best[0]):
-            best = (target, position)
+        if target is None or target >= position:
+            continue
+        matrix = sum(m.startswith(matrix_prefix) for p, m, _ in instructions if target <= p <= position)
+        key = (matrix, position - target)
+        if best_key is None or key > best_key:
+            best, best_key = (target, position), key
     return [(m, ops) for p, m, ops in instructions if best and best[0] <= p <= best[1]]
 
 
@@ -302,7 +311,7 @@ def _amdgcn_report(asm, shared, consts, num_warps):
     if "BLOCK_N" not in consts:
         return row
     branch = lambda m, ops, pos: labels.get(ops) if m.startswith(("s_branch", "s_cbranch")) else None  # noqa: E731
-    body = _loop_body(instructions, branch)
+    body = _loop_body(instructions, branch, "v_mfma")
     elements = consts["BLOCK_N"] * sub.QK_HEAD_DIM
     valu = [m for m, _ in body if m.startswith("v_") and not m.startswith("v_mfma")]
     mfma = Counter(_mfma_kind(m, ops) for m, ops in body if m.startswith("v_mfma"))
@@ -385,7 +394,7 @@ def _sass_report(compiled, consts, num_warps):
                                      min(warps_by_regs, H200["max_warps"]) // num_warps)
     if "BLOCK_N" not in consts:
         return row
-    body = [m for m, _ in _loop_body(instructions, branch)]
+    body = [m for m, _ in _loop_body(instructions, branch, "HMMA")]
     elements = consts["BLOCK_N"] * sub.QK_HEAD_DIM
     smem = Counter(m for m in body if _shared_bytes_per_thread(m))
     row.update(loop_sass=len(body), loop_mma=sum(m.startswith("HMMA") for m in body),
@@ -423,6 +432,8 @@ def compile_one(target_name, fn, signature, consts, num_warps, num_stages) -> di
            "num_warps": num_warps, "num_stages": num_stages, **consts}
     if "CONVERT" in consts:
         row["convert"] = sub.CONVERT_NAMES[consts["CONVERT"]]
+    if "SCORES" in consts:
+        row["family"] = sub.FAMILY_NAMES[consts["SCORES"]]
     try:
         compiled = triton.compile(src, target=target,
                                   options={"num_warps": num_warps, "num_stages": num_stages})
@@ -451,8 +462,9 @@ def _dispatching_as(target_name):
 
 def _first_variant(target_name, launch):
     _, arch, _, platform = TARGETS[target_name]
-    variant = sub.variants_for(arch, platform, launch.block_n, launch.num_warps, launch.num_stages, launch.scores)[0]
-    return _build_spec(variant, launch.num_splits), variant
+    variant = sub.variants_for(arch, platform, launch.block_n, launch.num_warps, launch.num_stages, launch.scores,
+                               launch.merge)[0]
+    return _build_spec(variant), variant
 
 
 def case_rows(target_name, variant_rows):
@@ -468,7 +480,7 @@ def case_rows(target_name, variant_rows):
         launches = []
         choice = choices[(batch, kv_len)]
         if choice[0] == "triton":
-            launches.append(("dispatched", sub.SplitLaunch(*choice[1:])))
+            launches.append(("dispatched", sub.make_launch(*choice[1:])))
         if arch in sub.SCALED_NATIVE:
             launches.append(("bf16-default", sub.default_launch(batch, kv_len, units)))
         for role, launch in launches:
@@ -478,8 +490,11 @@ def case_rows(target_name, variant_rows):
                      and all(r.get(k) == v for k, v in consts.items())]
             row = {"row": "case", "target": target_name, "triton": triton.__version__, "batch": batch,
                    "kv_len": kv_len, "role": role, "choice": list(choice) if role == "dispatched" else None,
-                   "kernel": fn.__name__, "convert": sub.CONVERT_NAMES[variant.convert], "BLOCK_N": variant.block_n,
+                   "kernel": fn.__name__, "family": sub.FAMILY_NAMES[variant.scores],
+                   "convert": sub.CONVERT_NAMES[variant.convert], "BLOCK_N": variant.block_n,
                    "num_warps": variant.num_warps, "num_stages": variant.num_stages, "num_splits": launch.num_splits,
+                   "merge": sub.MERGE_NAMES[variant.merge], "MERGE": variant.merge,
+                   "launches": launches_per_call(variant),
                    "elements_per_unit": batch * kv_len * sub.QK_HEAD_DIM / units}
             clocks = built[0].get("clocks_per_element") if built else None
             if clocks:
@@ -506,14 +521,18 @@ def report(target_names) -> list:
     return rows
 
 
+MERGE_SHORT = {sub.MERGE_DIRECT: "dir", sub.MERGE_COMBINE: "cmb", sub.MERGE_FUSED: "fus"}
+
+
 def print_rows(rows):
     variants = [r for r in rows if r["row"] == "variant"]
-    print(f"{'target':<7} {'triton':<6} {'kernel':<24} {'convert':<9} {'BN':>3} {'pin':>3} {'out':>3} "
+    print(f"{'target':<7} {'triton':<6} {'kernel':<31} {'convert':<9} {'BN':>3} {'pin':>3} {'mrg':>3} "
           f"{'warps':>5} {'stg':>3} {'regs':>14} {'spills':>6} {'LDS/shm':>7} {'occ':>4} {'mma':>4} "
           f"{'loop/el':>7} {'LDS B/el':>8} {'MFMA/4':>7} {'pf':>3}  matrix per wave per tile")
     for r in variants:
-        head = (f"{r['target']:<7} {r['triton']:<6} {r['kernel']:<24} {r.get('convert', '-'):<9} "
-                f"{r.get('BLOCK_N', '-'):>3} {r.get('PIN', '-'):>3} {str(r.get('DIRECT_OUT', '-'))[0]:>3} "
+        kernel = r["kernel"] + (f":{r['family']}" if "family" in r else "")
+        head = (f"{r['target']:<7} {r['triton']:<6} {kernel:<31} {r.get('convert', '-'):<9} "
+                f"{r.get('BLOCK_N', '-'):>3} {r.get('PIN', '-'):>3} {MERGE_SHORT.get(r.get('MERGE'), '-'):>3} "
                 f"{r['num_warps']:>5} {r['num_stages']:>3}")
         if "error" in r:
             print(f"{head} BUILD FAILED: {r['error'].splitlines()[-1][:200]}")
@@ -537,12 +556,13 @@ def print_rows(rows):
         machine = "MI355X, a prediction" if target == "gfx950" else "H200"
         print(f"\nstatic bound per case, {target} ({machine}), Triton {cases[0]['triton']}: "
               "max(HBM, LDS, issue) clk/element x elements per CU / clock")
-        print(f"{'case':<12} {'role':<13} {'variant':<38} {'splits':>6} {'hbm':>7} {'lds':>7} {'issue':>7} "
+        print(f"{'case':<12} {'role':<13} {'variant':<46} {'splits':>6} {'lnch':>4} {'hbm':>7} {'lds':>7} {'issue':>7} "
               f"{'limit':>5} {'bound us':>9}" + (f" {'measured':>9} {'ratio':>6}" if target == "sm90" else ""))
         for r in (r for r in cases if r["target"] == target):
-            family = "scaled" if r["kernel"] == "_mla_scaled_split_kernel" else "bf16"
-            variant = f"{family} {r['convert']} BN{r['BLOCK_N']} w{r['num_warps']} s{r['num_stages']}"
-            head = f"{str((r['batch'], r['kv_len'])):<12} {r['role']:<13} {variant:<38} {r['num_splits']:>6}"
+            variant = (f"{r['family']} {r['convert']} BN{r['BLOCK_N']} w{r['num_warps']} s{r['num_stages']} "
+                       f"{r['merge']}")
+            head = (f"{str((r['batch'], r['kv_len'])):<12} {r['role']:<13} {variant:<46} {r['num_splits']:>6} "
+                    f"{r['launches']:>4}")
             if "bound_us" not in r:
                 print(f"{head} {r.get('error', '')[:80]}")
                 continue

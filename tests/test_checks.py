@@ -1,0 +1,60 @@
+"""What the first-use checks check: the binary that runs (the self-check's synthetic input is
+laid out like the real call's, and the integer arguments whose values differ between the two
+are not specialized), and the real input's own output on a stated sample of sequences.
+On a GPU, tools/count_binaries.py proves the first point end to end (one binary per kernel
+after a call in a fresh process with an empty Triton cache)."""
+import ast
+from pathlib import Path
+
+import pytest
+import torch
+
+import reference as ref
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_split_and_combine_kernels_do_not_specialize_the_values_that_differ():
+    """total_kv (batch x kv_len against the synthetic 2 x (2 BLOCK_N + 5)) and num_splits
+    (1 is a constant to Triton) must not pick the binary; the strides and pointers do, and
+    the synthetic input copies their classes (next test)."""
+    tree = ast.parse((ROOT / "submission.py").read_text())
+    wanted = {"_mla_split_kernel": {"total_kv", "num_splits"}, "_mla_combine_kernel": {"num_splits"}}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in wanted:
+            keywords = {k.arg: ast.literal_eval(k.value) for d in node.decorator_list if isinstance(d, ast.Call)
+                        for k in d.keywords}
+            assert set(keywords.get("do_not_specialize", ())) == wanted.pop(node.name), node.name
+    assert not wanted
+
+
+@pytest.mark.parametrize("shape, strides, offset", [((4, 16, 576), (9216, 576, 1), 0),
+                                                     ((4, 16, 576), (20000, 600, 1), 0),
+                                                     ((6, 24), (24, 1), 0), ((6, 18), (18, 1), 0),
+                                                     ((6, 1, 288), (290, 290, 1), 1)])
+def test_the_synthetic_input_copies_strides_and_alignment(fresh_plans, shape, strides, offset):
+    """Same strides (Triton specializes the stride arguments on their values) and the same
+    16-byte alignment class of the address (it specializes pointers on that)."""
+    dtype = torch.bfloat16 if len(shape) == 3 and shape[-1] == 576 else torch.uint8
+    storage = torch.zeros(10_000_000, dtype=dtype)
+    template = storage.as_strided(shape, strides, offset)
+    values = torch.arange(2 * int(torch.tensor(shape[1:]).prod())).reshape(2, *shape[1:]).to(dtype)
+    copy = fresh_plans._laid_out_like(values, template)
+    assert copy.stride() == template.stride() and torch.equal(copy, values)
+    assert (copy.data_ptr() % 16 == 0) == (template.data_ptr() % 16 == 0)
+
+
+@pytest.mark.parametrize("batch, expected", [(1, [0]), (5, [0, 1, 2, 3, 4]), (8, list(range(8))),
+                                             (256, [0, 36, 73, 109, 146, 182, 219, 255])])
+def test_the_first_call_is_checked_on_every_sequence_or_a_spread_sample(fresh_plans, batch, expected):
+    assert fresh_plans.check_sample(batch) == expected
+
+
+def test_each_check_is_logged_with_its_cost(fresh_plans):
+    """A plan's first call runs the synthetic self-check and the check of its own output,
+    and the time each took is kept (first-call tuning reports their sum)."""
+    before = len(fresh_plans.CHECK_LOG)
+    fresh_plans.custom_kernel(ref.generate_input(2, 1, 40, seed=81))
+    logged = fresh_plans.CHECK_LOG[before:]
+    assert [what for _, what, _, _ in logged] == ["self-check (synthetic input)", "check of the first call's output"]
+    assert all(seconds > 0 and verdict is None for _, _, seconds, verdict in logged)

@@ -1,0 +1,103 @@
+"""How a sequence's splits become its output, in both kernel families: DIRECT (one split,
+the split kernel writes the output: one launch), COMBINE (the combine kernel merges the
+partials: two launches) and FUSED (the program that finishes a sequence last merges its
+partials: one launch, a counter per sequence that is never reset).
+
+Each against float32 attention on the same MXFP4 data, with empty and single-token ranges,
+more splits than tiles, more splits than the combine kernel holds at once, many consecutive
+calls with a fresh input each (leaderboard mode) and a call that raised in between, and
+invalid ranges (NaN rows, in every family and merge).
+"""
+import pytest
+import torch
+
+import reference as ref
+from test_kernel import assert_matches_exact, emulated_scaled, last_plan
+
+MERGES = {"direct": 1, "combine": 4, "fused": 4}  # merge -> split count
+
+
+@pytest.fixture(params=["bf16", "scaled"])
+def family(request, fresh_plans):
+    return fresh_plans.BF16_SCORES if request.param == "bf16" else fresh_plans.SCALED_SCORES
+
+
+@pytest.fixture(params=list(MERGES))
+def merge(request, fresh_plans):
+    return getattr(fresh_plans, f"MERGE_{request.param.upper()}"), MERGES[request.param]
+
+
+def use_launch(sub, monkeypatch, case, block_n, splits, family, merge):
+    arch = sub._arch(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, arch, {case: ("triton", block_n, 4, splits, 1, family, merge)})
+
+
+def expected(sub, family, data):
+    return emulated_scaled(data) if family == sub.SCALED_SCORES else ref.exact_attention(data)
+
+
+def test_each_merge_matches_exact_attention_with_empty_and_single_token_ranges(fresh_plans, monkeypatch, family,
+                                                                               merge):
+    """Sequences of 40, 0, 1 and 33 tokens in 16-token tiles: with 4 splits, splits of one
+    tile, empty splits, a one-token split; the empty sequence gives zeros."""
+    sub = fresh_plans
+    merge_mode, splits = merge
+    use_launch(sub, monkeypatch, (4, 40), 16, splits, family, merge_mode)
+    data = ref.generate_input(4, 1, 40, seed=71, kv_lens=[40, 0, 1, 33])
+    out = sub.custom_kernel(data)
+    plan = last_plan(sub)
+    assert (plan.variant.merge, plan.variant.scores, plan.launch.num_splits) == (merge_mode, family, splits)
+    assert bool((out[1] == 0).all())
+    assert_matches_exact(out, data, expected(sub, family, data))
+
+
+@pytest.mark.parametrize("merge_name", ["combine", "fused"])
+def test_more_splits_than_the_combine_kernel_holds_at_once(fresh_plans, monkeypatch, merge_name):
+    """32 splits (the combine kernel takes COMBINE_MAX_CHUNK = 16 at a time, with a running
+    rescale across chunks): a long sequence of 1-2 tiles per split and a short one whose
+    splits are mostly empty."""
+    sub = fresh_plans
+    assert 32 > sub.COMBINE_MAX_CHUNK
+    use_launch(sub, monkeypatch, (2, 600), 16, 32, sub.BF16_SCORES, getattr(sub, f"MERGE_{merge_name.upper()}"))
+    data = ref.generate_input(2, 1, 600, seed=72, kv_lens=[600, 17])
+    assert_matches_exact(sub.custom_kernel(data), data)
+
+
+def test_fused_merge_holds_over_consecutive_calls_with_fresh_inputs(fresh_plans, monkeypatch, family):
+    """Leaderboard mode: a fresh input every call (other lengths too), a call that raised on
+    bad input in between; every output right, and the counters stay multiples of the split
+    count (each call adds num_splits to each, so the last program of each is found again)."""
+    sub = fresh_plans
+    use_launch(sub, monkeypatch, (3, 50), 16, 4, family, sub.MERGE_FUSED)
+    for call in range(5):
+        lens = [50, 7 * call, 50 - call]
+        data = ref.generate_input(3, 1, 50, seed=300 + 13 * call, kv_lens=lens)
+        if call == 2:
+            q, kv_data, qo_indptr, kv_indptr, config = data
+            with pytest.raises(TypeError, match="q must have dtype"):
+                sub.custom_kernel((q.float(), kv_data, qo_indptr, kv_indptr, config))
+        out = sub.custom_kernel(data)
+        assert_matches_exact(out, data, expected(sub, family, data))
+        plan = last_plan(sub)
+        assert plan.variant.merge == sub.MERGE_FUSED
+        assert bool((plan.scratch.count % 4 == 0).all()) and int(plan.scratch.count.sum()) > 0
+
+
+def test_an_invalid_range_is_nan_in_every_family_and_merge(fresh_plans, monkeypatch, family, merge):
+    """After a plan's first call (which checks the indptr values on the host) the kernels
+    guard alone: a sequence whose range runs backwards or past the cache is a NaN row, the
+    others stay right; the SCALED family marks it exactly as the BF16 family does."""
+    sub = fresh_plans
+    merge_mode, splits = merge
+    use_launch(sub, monkeypatch, (3, 40), 16, splits, family, merge_mode)
+    q, kv_data, qo_indptr, kv_indptr, config = ref.generate_input(3, 1, 40, seed=73)
+    sub.custom_kernel((q, kv_data, qo_indptr, kv_indptr, config))
+    bad = kv_indptr.clone()
+    bad[2] = 10  # sequence 1 runs backwards, sequence 2 reads [10, 120)
+    out = sub.custom_kernel((q, kv_data, qo_indptr, bad, config))
+    assert bool(out[1].isnan().all()) and bool(torch.isfinite(out[[0, 2]]).all())
+    past_end = kv_indptr.clone()
+    past_end[3] = 10_000
+    out = sub.custom_kernel((q, kv_data, qo_indptr, past_end, config))
+    assert bool(out[2].isnan().all()) and bool(torch.isfinite(out[:2]).all())
+    assert last_plan(sub).variant.merge == merge_mode
