@@ -443,3 +443,24 @@ def test_a_wrong_triton_quantization_falls_back_to_the_twin(fake, monkeypatch):
         out = submission.custom_kernel(data)
     assert [plan.quantizer for plan in aiter_plans()] == ["torch"]
     assert torch.equal(out, ref.emulated_a8w8(data))
+
+
+@pytestmark_double
+def test_first_call_tuning_times_aiter_with_its_metadata_rebuilt(fake, monkeypatch):
+    """In the ranked mode every timed call has a fresh input, so aiter rebuilds its metadata
+    on every call; first-call tuning must time it so: one build on the untimed first run, one
+    more on every timed run, none on the call's own run after."""
+    monkeypatch.delenv("MLA_PATH")
+    monkeypatch.setenv("MLA_TUNE", "1")
+    monkeypatch.setattr(submission, "TUNED", {})
+    monkeypatch.setattr(submission, "TUNE_LOG", {"header": None, "cases": [], "spent_timing_s": 0.0,
+                                                 "spent_wall_s": 0.0, "printed": set()})
+    monkeypatch.setattr(submission, "ranked_candidates", lambda batch, kv_len, device: [("aiter",)])
+    monkeypatch.setattr(submission, "TUNE_ROUNDS", 3)
+    monkeypatch.setattr(submission, "TUNE_CASE_TIMING_S", 1e9)
+    monkeypatch.setattr(submission, "TUNE_TOTAL_TIMING_S", 1e9)
+    data = ref.generate_input(3, 1, 64, seed=51, device=CPU)
+    out = submission.custom_kernel(data)
+    assert submission.TUNE_LOG["cases"][0]["pick"] == ("aiter",)
+    assert len(fake.fills) == 1 + 3 and fake.decodes == 1 + 3 + 1
+    assert torch.equal(out, ref.emulated_a8w8(data))
