@@ -13,8 +13,9 @@ launch. Two paths, chosen per (batch, kv_len) by the dispatch at the end of this
   bf16 conversion is one primitive with three implementations: the MI355X's native
   v_cvt_scalef32_pk_bf16_fp4 (gfx950), bit tricks on packed words in PTX (NVIDIA), and
   portable Triton (everywhere, the reference the other two are checked against).
-* "aiter" (MI355X with aiter only): Q to fp8 per tensor, fp8 KV, aiter's persistent
-  mla_decode_fwd with metadata rebuilt whenever kv_indptr may have changed.
+* "aiter" (MI355X with aiter only): Q to fp8 per tensor in one or two Triton launches (bit
+  for bit the reference's torch arithmetic), fp8 KV, aiter's persistent mla_decode_fwd with
+  metadata rebuilt whenever kv_indptr may have changed.
 
 Robustness on a GPU we cannot test on: each plan tries its kernel variants in a declared
 order (native primitive first, portable last); before its first use each variant must
@@ -1151,8 +1152,9 @@ def _device_faulted(device):
     return False
 
 
-def _launch_kernel(kernel, grid, args, constants, variant):
-    """kernel[grid](*args, **constants), with failures sorted by kind:
+def _launch_kernel(kernel, grid, args, constants, what):
+    """kernel[grid](*args, **constants), with failures sorted by kind (`what`: the kernel
+    variant's description, for the messages):
     - Triton's own errors (compile errors, out of resources, ptxas, the interpreter running
       the kernel body) and runtime errors that leave the device usable (the driver refused
       the launch, a backend pass failed) become KernelLaunchError: the plan falls back;
@@ -1163,15 +1165,14 @@ def _launch_kernel(kernel, grid, args, constants, variant):
     try:
         kernel[grid](*args, **constants)
     except triton.errors.TritonError as exc:
-        raise KernelLaunchError(f"{variant.describe()}: {type(exc).__name__}: {exc}") from exc
+        raise KernelLaunchError(f"{what}: {type(exc).__name__}: {exc}") from exc
     except torch.OutOfMemoryError as exc:
-        raise torch.OutOfMemoryError(f"custom_kernel: out of device memory launching {variant.describe()}: "
-                                     f"{exc}") from exc
+        raise torch.OutOfMemoryError(f"custom_kernel: out of device memory launching {what}: {exc}") from exc
     except RuntimeError as exc:
         device = args[0].device
         if _device_faulted(device):
-            raise RuntimeError(f"custom_kernel: the device faulted launching {variant.describe()}: {exc}") from exc
-        raise KernelLaunchError(f"{variant.describe()}: {type(exc).__name__}: {exc}") from exc
+            raise RuntimeError(f"custom_kernel: the device faulted launching {what}: {exc}") from exc
+        raise KernelLaunchError(f"{what}: {type(exc).__name__}: {exc}") from exc
 
 
 class Scratch(NamedTuple):
@@ -1216,11 +1217,11 @@ def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out
         dict(BLOCK_N=variant.block_n, CONVERT=variant.convert, LAYOUT=variant.layout, PIN=variant.pin,
              SPLIT_TAIL=variant.split_tail, SCORES=variant.scores, MERGE=variant.merge,
              PROBE=PROBE_OFF if probe is None else _probe_kind(q.device), num_warps=variant.num_warps,
-             num_stages=variant.num_stages), variant)
+             num_stages=variant.num_stages), variant.describe())
     if variant.merge == MERGE_COMBINE:
         _launch_kernel(_mla_combine_kernel, (batch, NUM_HEADS),
                        (out, scratch.part_acc, scratch.part_ml, num_splits, qk_scale_log2, value_scale),
-                       dict(CHUNK=min(num_splits, COMBINE_MAX_CHUNK), num_warps=4), variant)
+                       dict(CHUNK=min(num_splits, COMBINE_MAX_CHUNK), num_warps=4), variant.describe())
 
 
 def _probe_kind(device):
@@ -1450,8 +1451,179 @@ AITER = _import_aiter()
 AITER_NUM_KV_SPLITS = 32
 
 
+# --- Q to fp8 per tensor, in one or two Triton launches ---------------------------------
+# The reference quantizes Q in torch's bf16 arithmetic (_quantize_fp8_per_tensor below, the
+# twin the kernel is tested and self-checked against, bit for bit):
+#   amax  = max |q|                                      exact
+#   scale = bf16(max(amax, bf16(1e-12)) / 448)           float32 division rounded to bf16
+#   q8    = e4m3(clamp(bf16(q / scale), -448, 448))      float32 division -> bf16 -> e4m3, RNE
+# In torch that is 8 launches per call (abs, amax, clamp, divide, divide, clamp, cast to
+# e4m3, cast of the scale to float32), and kv_last_page_len one more (a subtraction) whenever
+# the metadata is rebuilt, which the ranked mode does on every call: 9 dependent launches,
+# ~3-5 us each on the MI355X (../shared/notes/latency.md), before aiter's own.
+#
+# The kernel multiplies by one reciprocal per call instead of dividing every element (an IEEE
+# float32 division is ~10 instructions on gfx950): for bf16 q and scale, the exact q / scale
+# lies at least 2^-17 (relative) from every bf16 rounding boundary and q * float32(1 / scale)
+# within 2^-23 of it, so both round to the same bf16 (tests/test_aiter_glue.py checks every
+# finite bf16 q against every scale significand). Likewise torch on a GPU divides by the
+# Python scalar 448 as a multiply by float32(1/448): the same bf16 scale for every bf16 amax
+# (checked there too).
+#
+# A per-tensor scale needs the amax of ALL of Q before any element is quantized, a grid-wide
+# dependency. The options weighed:
+#  * one program for all of Q, one launch: no cross-program dependency at all; right while Q
+#    fits one program's registers (latency-bound beyond: batch 256 is 4.7 MB through one CU).
+#  * one launch with a grid barrier (programs spin until every amax is in): deadlocks when
+#    the programs are not all resident at once, which nothing guarantees. Rejected.
+#  * one launch where the last program to publish its amax quantizes all of Q: that program
+#    does the whole quantization alone (the one-program cost again, plus atomics). Rejected.
+#  * two launches, the kernel boundary as the barrier: per-block amax, then quantize. The
+#    block maxima can meet in an atomic max on a scratch scalar, which must then be reset for
+#    the next call without a launch (two slots used alternately, the quantize kernel clearing
+#    the other), all programs contend for one address (across XCDs on the MI355X), and a call
+#    interrupted between the two launches leaves a stale slot that corrupts a later call. Or
+#    as PARTIALS: program p of the first launch stores its block's amax at partials[p] with a
+#    plain store, and every program of the second reduces all of them (one per token, 256
+#    floats = 1 KB from L2 at batch 256). No atomics, no state carried from call to call,
+#    nothing to reset: chosen.
+# So: Q of at most Q8_ONE_PASS_MAX_ROWS (token, head) rows (batch <= 4: 36,864 elements,
+# 72 KB) goes through ONE program in ONE launch (PHASE Q8_ONE_PASS); a larger Q through two
+# launches of one program per token (Q8_AMAX, then Q8_QUANTIZE). kv_last_page_len =
+# kv_indptr[1:] - kv_indptr[:-1] rides in the first launch (each program writes its tokens').
+# Per call: 1 launch for batch <= 4, 2 above, against 9 in torch (tests/test_aiter_glue.py
+# counts both). NaN or inf in Q is outside the contract (the twin's clamp keeps a NaN, the
+# kernel's min/max may not).
+Q8_ONE_PASS, Q8_AMAX, Q8_QUANTIZE = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)  # the kernel's PHASE
+Q8_ROWS = 16  # (token, head) rows per program in the two-launch form: one token's heads
+Q8_ONE_PASS_MAX_ROWS = 64  # one program quantizes all of Q up to batch 4
+Q8_WARPS = {Q8_ONE_PASS: 8, Q8_AMAX: 4, Q8_QUANTIZE: 4}
+Q8_PARTIALS_BLOCK = tl.constexpr(256)  # block maxima reduced per step (one step up to batch 256)
+# torch's clamp(min=1e-12) on a bf16 tensor clamps at the bound rounded to bf16
+Q8_AMAX_FLOOR = tl.constexpr(float(torch.tensor(1e-12, dtype=torch.bfloat16)))
+E4M3_MAX = tl.constexpr(448.0)  # e4m3fn's largest finite value
+
+
+@triton.jit
+def _q_rows(q_ptr, first_row, total_rows, q_row_stride, q_head_stride, ROWS: tl.constexpr):
+    """Rows first_row .. first_row + ROWS - 1 of Q seen as (batch * 16, 576), row = token * 16
+    + head -> (rows, row mask, nope (ROWS, 512), rope (ROWS, 64)), float32, 0 where masked."""
+    rows = first_row + tl.arange(0, ROWS)
+    ok = rows < total_rows
+    base = q_ptr + (rows // NUM_HEADS_C) * q_row_stride + (rows % NUM_HEADS_C) * q_head_stride
+    nope = tl.load(base[:, None] + tl.arange(0, V_DIM_C)[None, :], mask=ok[:, None], other=0.0)
+    rope = tl.load(base[:, None] + V_DIM_C + tl.arange(0, ROPE_C)[None, :], mask=ok[:, None], other=0.0)
+    return rows, ok, nope.to(tl.float32), rope.to(tl.float32)
+
+
+@triton.jit
+def _e4m3_bytes(values, inverse_scale):
+    """e4m3(clamp(bf16(values / scale), -448, 448)) as bytes, torch's bf16 arithmetic: the
+    product by float32(1 / scale) rounds to the quotient's bf16 (above), then e4m3, both
+    to nearest even."""
+    ratio = (values * inverse_scale).to(tl.bfloat16).to(tl.float32)
+    ratio = tl.minimum(tl.maximum(ratio, -E4M3_MAX), E4M3_MAX)
+    return ratio.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
+
+
+@triton.jit
+def _partials_max(partials_ptr, num_partials):
+    """The largest of partials[0 .. num_partials - 1] (non-negative float32)."""
+    amax = tl.zeros((), tl.float32)
+    for start in range(0, num_partials, Q8_PARTIALS_BLOCK):
+        offsets = start + tl.arange(0, Q8_PARTIALS_BLOCK)
+        amax = tl.maximum(amax, tl.max(tl.load(partials_ptr + offsets, mask=offsets < num_partials, other=0.0)))
+    return amax
+
+
+@triton.jit
+def _q_fp8_kernel(q_ptr, kv_indptr_ptr, partials_ptr, q8_ptr, scale_ptr, page_len_ptr, batch, num_partials,
+                  q_row_stride, q_head_stride, ROWS: tl.constexpr, PHASE: tl.constexpr):
+    """Q to e4m3 per tensor; grid (cdiv(batch * 16, ROWS),), program p owns rows p * ROWS ..
+    of Q seen as (batch * 16, 576) (row = token * 16 + head; ROWS a multiple of 16).
+
+    q (batch, 16, 576) bf16, strides (q_row_stride, q_head_stride, 1); kv_indptr (batch + 1,)
+    int32; partials (num_partials,) float32 scratch, one block amax per program of the Q8_AMAX
+    launch; outputs: q8 (batch, 16, 576) e4m3 bytes, contiguous; scale (1,) float32; page_len
+    (batch,) int32 = kv_indptr[1:] - kv_indptr[:-1].
+    PHASE Q8_ONE_PASS (one program, ROWS >= batch * 16): everything. Q8_AMAX: the program's
+    page lengths and partials[p] = its block's amax. Q8_QUANTIZE (after Q8_AMAX): the amax of
+    all partials, then the program's rows to q8; program 0 stores the scale.
+    """
+    block = tl.program_id(0)
+    rows, ok, nope, rope = _q_rows(q_ptr, block * ROWS, batch * NUM_HEADS_C, q_row_stride, q_head_stride, ROWS)
+    if PHASE != Q8_QUANTIZE:
+        tokens = block * (ROWS // NUM_HEADS_C) + tl.arange(0, ROWS // NUM_HEADS_C)
+        real = tokens < batch
+        lengths = tl.load(kv_indptr_ptr + tokens + 1, mask=real) - tl.load(kv_indptr_ptr + tokens, mask=real)
+        tl.store(page_len_ptr + tokens, lengths, mask=real)
+    if PHASE == Q8_AMAX:
+        tl.store(partials_ptr + block, tl.maximum(tl.max(tl.abs(nope)), tl.max(tl.abs(rope))))
+    else:
+        if PHASE == Q8_ONE_PASS:
+            amax = tl.maximum(tl.max(tl.abs(nope)), tl.max(tl.abs(rope)))
+        else:
+            amax = _partials_max(partials_ptr, num_partials)
+        scale = tl.div_rn(tl.maximum(amax, Q8_AMAX_FLOOR), E4M3_MAX).to(tl.bfloat16).to(tl.float32)
+        out = q8_ptr + rows[:, None] * QK_DIM_C
+        inverse = tl.div_rn(tl.full((), 1.0, tl.float32), scale)
+        tl.store(out + tl.arange(0, V_DIM_C)[None, :], _e4m3_bytes(nope, inverse), mask=ok[:, None])
+        tl.store(out + V_DIM_C + tl.arange(0, ROPE_C)[None, :], _e4m3_bytes(rope, inverse), mask=ok[:, None])
+        tl.store(scale_ptr, scale, mask=block == 0)
+
+
+def q8_launches(batch):
+    """[(PHASE, ROWS, programs, num_warps)]: the launches that quantize a Q of `batch` tokens."""
+    rows = batch * NUM_HEADS
+    if rows <= Q8_ONE_PASS_MAX_ROWS:
+        return [(Q8_ONE_PASS, triton.next_power_of_2(rows), 1, Q8_WARPS[Q8_ONE_PASS])]
+    programs = triton.cdiv(rows, Q8_ROWS)
+    return [(phase, Q8_ROWS, programs, Q8_WARPS[phase]) for phase in (Q8_AMAX, Q8_QUANTIZE)]
+
+
+def quantize_q_fp8(q, kv_indptr, q8, q_scale, page_len, partials):
+    """Q (batch, 16, 576) bf16 (unit last stride) -> q8 (batch, 16, 576) e4m3fn contiguous,
+    q_scale (1,) float32 and page_len (batch,) int32 = kv_indptr[1:] - kv_indptr[:-1], written
+    in place in 1 or 2 launches (q8_launches); partials: float32 scratch of >= batch elements.
+    q8 and q_scale are _quantize_fp8_per_tensor's bit for bit."""
+    batch = q.shape[0]
+    for phase, rows, programs, num_warps in q8_launches(batch):
+        _launch_kernel(_q_fp8_kernel, (programs,),
+                       (q, kv_indptr, partials, q8.view(torch.uint8), q_scale, page_len, batch, programs,
+                        q.stride(0), q.stride(1)), dict(ROWS=rows, PHASE=phase, num_warps=num_warps),
+                       f"the aiter path's fp8 quantization of Q (phase {int(phase)})")
+
+
+def _quantize_fp8_per_tensor(q, dtype):
+    """Q to fp8 as the reference does it (bf16 arithmetic): (q8 contiguous, float32 scale (1,)).
+
+    The torch twin of quantize_q_fp8 (8 launches). mla_decode_fwd reads Q as a dense
+    (batch, 16, 576) array, whatever strides q has.
+    """
+    finfo = torch.finfo(dtype)
+    scale = q.abs().amax().clamp(min=1e-12) / finfo.max
+    q8 = (q / scale).clamp(min=finfo.min, max=finfo.max).to(dtype).contiguous()
+    return q8, scale.to(torch.float32).reshape(1)
+
+
+def _page_lens(kv_indptr):
+    """kv_last_page_len with page size 1: the sequence lengths (the torch twin, 1 launch)."""
+    return (kv_indptr[1:] - kv_indptr[:-1]).to(torch.int32)
+
+
+def q8_edge_case(batch, device):
+    """A (batch, 16, 576) bf16 Q whose amax is 28, so the scale is exactly 1/16 and q / scale
+    runs through every bf16 value of e4m3's range (2^-10 .. 448, ties, subnormals, both signs),
+    then zeros; repeated to fill the shape."""
+    magnitudes = torch.arange(0x3880, 0x41E1, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)  # 2^-14 .. 28
+    values = torch.cat([magnitudes, -magnitudes, torch.zeros(64, dtype=torch.bfloat16)])
+    count = batch * NUM_HEADS * QK_HEAD_DIM
+    return values.repeat(-(-count // values.numel()))[:count].reshape(batch, NUM_HEADS, QK_HEAD_DIM).to(device)
+
+
 class _AiterPlan:
-    """Metadata buffers, kv_indices and the last kv_indptr the metadata was built from."""
+    """Metadata buffers, kv_indices, Q's fp8 buffers, which quantization of Q runs, and the
+    last kv_indptr the metadata was built from."""
 
     def __init__(self, api, batch, total_kv, device, q_dtype, kv_dtype):
         self.api, self.batch, self.device = api, batch, device
@@ -1463,8 +1635,19 @@ class _AiterPlan:
          self.reduce_final_map, self.reduce_partial_map) = [
             torch.empty(shape, dtype=dtype, device=device) for shape, dtype in info]
         self.kv_indices = torch.arange(total_kv, dtype=torch.int32, device=device)
-        self.kv_last_page_len = None
+        self.kv_last_page_len = torch.empty(batch, dtype=torch.int32, device=device)
+        self.q8 = torch.empty((batch, NUM_HEADS, QK_HEAD_DIM), dtype=q_dtype, device=device)
+        self.q_scale = torch.empty(1, dtype=torch.float32, device=device)
+        self.q8_partials = torch.empty(batch, dtype=torch.float32, device=device)
+        # "triton" (quantize_q_fp8) or "torch" (its twin): chosen on the first run; the kernel
+        # makes e4m3fn only (the MI355X's fp8; gfx942's e4m3fnuz takes the twin)
+        self.quantizer = None if q_dtype == torch.float8_e4m3fn else "torch"
         self.built_from = None  # (weakref to kv_indptr, its version counter)
+
+    def forget_metadata(self):
+        """Make the next run rebuild the metadata, as a call with a fresh input does: the
+        ranked mode gives every timed call one, and first-call tuning times aiter so."""
+        self.built_from = None
 
     def _metadata_current(self, kv_indptr):
         """True when the metadata was built from this very kv_indptr, unmodified since.
@@ -1478,10 +1661,40 @@ class _AiterPlan:
         ref, version = self.built_from
         return ref() is kv_indptr and kv_indptr._version == version
 
+    def _triton_matches_twin(self, q, kv_indptr):
+        quantize_q_fp8(q, kv_indptr, self.q8, self.q_scale, self.kv_last_page_len, self.q8_partials)
+        q8, q_scale = _quantize_fp8_per_tensor(q, self.q_dtype)
+        return (torch.equal(self.q8.view(torch.uint8), q8.view(torch.uint8)) and torch.equal(self.q_scale, q_scale)
+                and torch.equal(self.kv_last_page_len, _page_lens(kv_indptr)))
+
+    def _choose_quantizer(self, q, kv_indptr):
+        """First run: quantize_q_fp8 must build, launch, and give the twin's bytes, scale and
+        page lengths on q8_edge_case and on this call's Q; otherwise one warning and the twin
+        from then on. Reads results on the host (a sync): the first call is untimed."""
+        try:
+            ok = all(self._triton_matches_twin(case, kv_indptr)
+                     for case in (q8_edge_case(self.batch, self.device), q))
+            why = "its bytes differ from torch's"
+        except KernelLaunchError as exc:
+            ok, why = False, str(exc)[:300]
+        self.quantizer = "triton" if ok else "torch"
+        if not ok:
+            _warn_once(("q8", self.device), f"the Triton fp8 quantization of Q for aiter failed ({why}); "
+                                            "quantizing in torch (8 launches more per call)")
+
     def run(self, q, kv8, kv_scale, qo_indptr, kv_indptr, sm_scale):
         api = self.api
-        if not self._metadata_current(kv_indptr):
-            self.kv_last_page_len = (kv_indptr[1:] - kv_indptr[:-1]).to(torch.int32)
+        rebuild = not self._metadata_current(kv_indptr)
+        if self.quantizer is None:
+            self._choose_quantizer(q, kv_indptr)
+        if self.quantizer == "triton":  # also writes kv_last_page_len
+            quantize_q_fp8(q, kv_indptr, self.q8, self.q_scale, self.kv_last_page_len, self.q8_partials)
+            q8, q_scale = self.q8, self.q_scale
+        else:
+            q8, q_scale = _quantize_fp8_per_tensor(q, self.q_dtype)
+            if rebuild:
+                self.kv_last_page_len = _page_lens(kv_indptr)
+        if rebuild:
             api["metadata_fill"](
                 qo_indptr, kv_indptr, self.kv_last_page_len, NUM_HEADS, 1, True,
                 self.work_meta_data, self.work_info_set, self.work_indptr, self.reduce_indptr,
@@ -1490,7 +1703,6 @@ class _AiterPlan:
                 max_split_per_batch=AITER_NUM_KV_SPLITS, intra_batch_mode=True,
                 dtype_q=self.q_dtype, dtype_kv=self.kv_dtype)
             self.built_from = (weakref.ref(kv_indptr), kv_indptr._version)
-        q8, q_scale = _quantize_fp8_per_tensor(q, self.q_dtype)
         out = torch.empty((self.batch, NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=self.device)
         api["mla_decode_fwd"](
             q8, kv8.view(kv8.shape[0], 1, 1, QK_HEAD_DIM), out, qo_indptr, kv_indptr,
@@ -1503,15 +1715,16 @@ class _AiterPlan:
         return out
 
 
-def _quantize_fp8_per_tensor(q, dtype):
-    """Q to fp8 as the reference does it (bf16 arithmetic): (q8 contiguous, float32 scale (1,)).
-
-    mla_decode_fwd reads Q as a dense (batch, 16, 576) array, whatever strides q has.
-    """
-    finfo = torch.finfo(dtype)
-    scale = q.abs().amax().clamp(min=1e-12) / finfo.max
-    q8 = (q / scale).clamp(min=finfo.min, max=finfo.max).to(dtype).contiguous()
-    return q8, scale.to(torch.float32).reshape(1)
+def _run_as_ranked(run_choice, choice):
+    """One run of `choice` for first-call tuning's timing, as the ranked (leaderboard) mode
+    runs it: there every timed call gets a fresh input, so an aiter plan rebuilds its
+    metadata (get_mla_metadata_v1) on every call, which a reused input would skip. Triton
+    plans keep nothing from the data: the same run either way."""
+    if choice[0] == "aiter":
+        for plan in _PLANS.values():
+            if isinstance(plan, _AiterPlan):
+                plan.forget_metadata()
+    return run_choice(choice)
 
 
 # =======================================================================================
@@ -1859,7 +2072,7 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
     timing_start = clock()
     for round_index in range(TUNE_ROUNDS):
         for candidate in alive:
-            candidate[1].append(timer(lambda: run_choice(candidate[0]), device))
+            candidate[1].append(timer(lambda: _run_as_ranked(run_choice, candidate[0]), device))
         spent = clock() - timing_start
         if round_index >= 2 and alive:
             leader = min(sum(t) / len(t) for _, t in alive)

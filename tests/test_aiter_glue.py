@@ -10,6 +10,7 @@ import inspect
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import reference as ref
 import submission
@@ -87,12 +88,19 @@ def fake(fresh_plans, monkeypatch):
 pytestmark_double = pytest.mark.skipif(HAS_REAL_AITER, reason="real aiter present: tested for real below")
 
 
+def aiter_plans():
+    return [plan for plan in submission._PLANS.values() if isinstance(plan, submission._AiterPlan)]
+
+
 @pytestmark_double
-def test_aiter_path_plumbing_gives_the_a8w8_answer(fake):
-    data = ref.generate_input(3, 1, 64, seed=41, device=torch.device("cpu"))
+@pytest.mark.parametrize("batch", [3, 6])  # Q quantized in one launch / in two
+def test_aiter_path_plumbing_gives_the_a8w8_answer(fake, batch):
+    data = ref.generate_input(batch, 1, 64, seed=41, device=torch.device("cpu"))
     out = submission.custom_kernel(data)
-    assert fake.decodes == 1 and fake.fills == [[64, 64, 64]]
+    assert fake.decodes == 1 and fake.fills == [[64] * batch]
     assert torch.equal(out, ref.emulated_a8w8(data))
+    assert [plan.quantizer for plan in aiter_plans()] == ["triton"]  # its self-check passed
+    assert len(submission.q8_launches(batch)) == (1 if batch <= 4 else 2)
 
 
 @pytestmark_double
@@ -192,3 +200,267 @@ def test_real_aiter_path(fresh_plans, monkeypatch, batch, kv_len):
     data = ref.generate_input(batch, 1, kv_len, seed=45)
     ok, message = ref.check_implementation(data, submission.custom_kernel(data))
     assert ok, message
+
+
+# --- Q to fp8 in Triton (submission.quantize_q_fp8) against its torch twin -------------------
+
+E4M3 = torch.float8_e4m3fn
+CPU = torch.device("cpu")
+
+
+def triton_q8(q, kv_indptr=None):
+    """quantize_q_fp8 into fresh buffers -> (q8 bytes, scale, page lengths)."""
+    batch = q.shape[0]
+    if kv_indptr is None:
+        kv_indptr = torch.arange(batch + 1, dtype=torch.int32) * 5
+    q8 = torch.full((batch, 16, 576), 0x7F, dtype=torch.uint8).view(E4M3)  # NaN: unwritten shows
+    scale = torch.full((1,), float("nan"))
+    page_len = torch.full((batch,), -1, dtype=torch.int32)
+    submission.quantize_q_fp8(q, kv_indptr, q8, scale, page_len, torch.full((batch,), float("nan")))
+    return q8.view(torch.uint8), scale, page_len
+
+
+def twin_q8(q):
+    q8, scale = submission._quantize_fp8_per_tensor(q, E4M3)
+    return q8.view(torch.uint8), scale
+
+
+def bf16_bits(bits):
+    return torch.tensor(bits, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+
+
+def e4m3_ties(values):
+    """How many of `values` (float32) lie exactly halfway between two e4m3 neighbours."""
+    grid = torch.arange(0, 0x7F, dtype=torch.uint8).view(E4M3).float()  # 0 .. 448, sorted
+    magnitude = values.abs().flatten()
+    inside = magnitude < 448
+    upper = torch.searchsorted(grid, magnitude[inside], right=True).clamp(max=grid.numel() - 1)
+    lower = upper - 1
+    return int((magnitude[inside] == (grid[lower] + grid[upper]) / 2).sum())
+
+
+def q8_cases():
+    """name -> Q (bf16): random ones at many magnitudes and the edge values."""
+    gen = torch.Generator().manual_seed(1606)
+
+    def randn(batch, times=1.0):
+        return (torch.randn(batch, 16, 576, generator=gen) * times).to(torch.bfloat16)
+    cases = {f"randn x{times:g} batch {batch}": randn(batch, times)
+             for batch in (1, 4, 5) for times in (1e-30, 1e-5, 1.0, 300.0, 1e30)}
+    cases["heavy tails"] = (torch.randn(6, 16, 576, generator=gen) ** 5).to(torch.bfloat16)
+    signs = torch.randint(0, 2, (4, 16, 576), generator=gen) * 2 - 1
+    cases["every exponent"] = (signs * torch.exp2(torch.randint(-60, 60, (4, 16, 576), generator=gen).float()
+                                                  + torch.rand(4, 16, 576, generator=gen))).to(torch.bfloat16)
+    bits = torch.randint(-(1 << 15), 1 << 15, (5, 16, 576), generator=gen, dtype=torch.int32).to(torch.int16)
+    finite = bits.view(torch.bfloat16)
+    cases["random bit patterns"] = torch.where(finite.isfinite(), finite, torch.zeros((), dtype=torch.bfloat16))
+    q = randn(4)
+    q[1, 3, 7] = 448.0 * 4  # amax exactly representable: scale exactly 4
+    cases["amax 4 x 448"] = q
+    q = randn(2)
+    q[1, 5, 100] = -50.0  # the largest magnitude is negative
+    cases["negative maximum"] = q
+    q = randn(5)
+    q[4, 15, 575] = -1000.0  # ... in the last element
+    cases["negative maximum, last element"] = q
+    cases["zeros"] = torch.zeros(3, 16, 576, dtype=torch.bfloat16)
+    cases["negative zeros"] = -torch.zeros(1, 16, 576, dtype=torch.bfloat16)
+    cases["amax under 1e-12 (clamped)"] = randn(2, 1e-14)
+    cases["amax at the clamp"] = torch.full((1, 16, 576), submission.Q8_AMAX_FLOOR.value, dtype=torch.bfloat16)
+    for batch in (1, 4, 7):  # every bf16 value of e4m3's range, ties included, scale 1/16
+        cases[f"edge case batch {batch}"] = submission.q8_edge_case(batch, CPU)
+    edge = submission.q8_edge_case(4, CPU)
+    cases["edge case x 2^20, negated"] = -edge * 2.0 ** 20
+    cases["edge case x 3 (ties, scale 3 / 16)"] = (edge.float() * 3).to(torch.bfloat16)
+    cases["uniform"] = (torch.rand(3, 16, 576, generator=gen) * 2 - 1).to(torch.bfloat16)
+    wide = torch.randn(3, 16, 640, generator=gen).to(torch.bfloat16)
+    cases["non-contiguous rows"] = wide[..., :576]
+    cases["heads outermost"] = randn(5).transpose(0, 1).contiguous().transpose(0, 1)
+    return cases
+
+
+Q8_CASES = q8_cases()
+
+
+@pytest.mark.parametrize("name", list(Q8_CASES))
+def test_triton_q8_is_the_torch_twin_bit_for_bit(name):
+    """The Triton quantization (interpreter) gives the twin's e4m3 bytes and float32 scale,
+    and the twin is the reference's quantize_fp8; the page lengths come out too."""
+    q = Q8_CASES[name]
+    batch = q.shape[0]
+    kv_indptr = torch.cumsum(torch.tensor([0] + [3 * b + 1 for b in range(batch)]), 0).to(torch.int32)
+    q8, scale, page_len = triton_q8(q, kv_indptr)
+    twin_bytes, twin_scale = twin_q8(q)
+    assert scale.dtype == torch.float32 and scale.shape == (1,)
+    assert torch.equal(scale, twin_scale), (scale, twin_scale)
+    mismatch = (q8 != twin_bytes).nonzero()
+    assert mismatch.numel() == 0, f"{len(mismatch)} bytes differ, first at {mismatch[0].tolist()}"
+    reference_q8, reference_scale = ref.quantize_fp8(q, E4M3)
+    assert torch.equal(twin_bytes, reference_q8.view(torch.uint8)) and torch.equal(twin_scale, reference_scale)
+    assert torch.equal(page_len, kv_indptr[1:] - kv_indptr[:-1])
+
+
+def test_the_token_maxima_are_reduced_in_steps(monkeypatch):
+    """More token maxima than one reduction step takes (batch > 256 on the GPU; here a step
+    of 2 for 5 tokens, the interpreter reading the global at run time): the scale is still
+    that of the largest of all, wherever it is."""
+    import triton.language as tl
+    monkeypatch.setattr(submission, "Q8_PARTIALS_BLOCK", tl.constexpr(2))
+    for token in (0, 2, 4):
+        q = torch.randn(5, 16, 576, generator=torch.Generator().manual_seed(token)).to(torch.bfloat16)
+        q[token, 7, 300] = -77.0
+        q8, scale, _ = triton_q8(q)
+        assert torch.equal(scale, twin_q8(q)[1]) and torch.equal(q8, twin_q8(q)[0]), token
+
+
+def test_the_edge_cases_reach_every_rounding_case():
+    """The edge cases do what they claim: e4m3 ties (under scales 1/16 and 3/16), subnormals,
+    both signs, saturation at 448, zeros."""
+    for name, expected_scale in (("edge case batch 4", 1 / 16), ("edge case x 3 (ties, scale 3 / 16)", 3 / 16)):
+        q = Q8_CASES[name]
+        _, scale = twin_q8(q)
+        assert scale.item() == expected_scale
+        ratio = (q / scale.to(torch.bfloat16)).float()
+        assert e4m3_ties(ratio) >= 200, name
+        assert (ratio.abs() == 448).any() and ((ratio.abs() < 2.0 ** -6) & (ratio != 0)).any()
+        assert (ratio < 0).any() and (ratio == 0).any()
+    q = Q8_CASES["amax 4 x 448"]
+    assert twin_q8(q)[1].item() == 4.0
+
+
+def test_the_reciprocal_gives_the_quotients_bf16():
+    """The kernel multiplies by float32(1 / scale) where torch divides: for every finite bf16 q
+    and every bf16 scale significand (at four scale exponents) the two round to the same bf16.
+    And torch on a GPU divides by 448 as a multiply by float32(1 / 448): the same bf16 scale
+    as the division for every bf16 amax."""
+    values = torch.arange(0, 0x7F80, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).float()
+    values = torch.cat([values, -values])
+    for exponent in (-40, -7, 0, 5):
+        for significand in range(128, 256):
+            scale = torch.tensor(significand * 2.0 ** (exponent - 7))
+            quotient = values / scale
+            same = (values * (1.0 / scale)).to(torch.bfloat16).view(torch.int16) == \
+                quotient.to(torch.bfloat16).view(torch.int16)
+            assert bool((same | ~quotient.isfinite()).all()), (exponent, significand)
+    amax = values[: values.numel() // 2]
+    assert torch.equal((amax / 448.0).to(torch.bfloat16), (amax * torch.tensor(1 / 448.0)).to(torch.bfloat16))
+
+
+class DeviceWork(TorchDispatchMode):
+    """Counts what would each be one device launch on a GPU: torch operators other than views
+    and allocations, and Triton launches (submission._launch_kernel); aiter's calls apart.
+    Operators issued inside a Triton launch (the interpreter) or the aiter double are not ours."""
+
+    def __init__(self):
+        super().__init__()
+        self.torch_ops, self.triton, self.aiter, self.paused = [], 0, [], 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not self.paused and not func.is_view and func.__name__.split(".")[0] not in ("empty", "empty_strided"):
+            self.torch_ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+    def opaque(self, name, call):
+        def run(*args, **kwargs):
+            if name == "triton":
+                self.triton += 1
+            else:
+                self.aiter.append(name)
+            self.paused += 1
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self.paused -= 1
+        return run
+
+    def launches(self):
+        return len(self.torch_ops) + self.triton
+
+
+@pytest.fixture
+def counted(fake, monkeypatch):
+    """The aiter path through the double, its launches counted."""
+    work = DeviceWork()
+    monkeypatch.setattr(submission, "_launch_kernel", work.opaque("triton", submission._launch_kernel))
+    api = dict(submission.AITER)
+    for name in ("metadata_fill", "mla_decode_fwd"):
+        api[name] = work.opaque(name, api[name])
+    monkeypatch.setattr(submission, "AITER", api)
+    return work
+
+
+@pytestmark_double
+@pytest.mark.parametrize("batch, triton_launches", [(4, 1), (5, 2)])
+def test_launches_per_call_on_the_aiter_path(counted, batch, triton_launches):
+    """Our launches per call besides aiter's: the Triton quantization's 1 (batch <= 4) or 2,
+    page lengths included, against the torch twin's 8 for Q plus 1 for the page lengths when
+    the metadata is rebuilt (every call in the ranked mode: a fresh kv_indptr each time)."""
+    first = ref.generate_input(batch, 1, 40, seed=48, device=CPU)
+    fresh = ref.generate_input(batch, 1, 40, seed=49, device=CPU)
+    submission.custom_kernel(first)  # builds the plan and checks the Triton quantization: untimed
+    (plan,) = aiter_plans()
+    assert plan.quantizer == "triton"
+    counts = {}
+    for quantizer in ("triton", "torch"):
+        plan.quantizer = quantizer
+        for name, data in (("fresh input", fresh), ("same input", fresh), ("fresh input again", first)):
+            counted.torch_ops, counted.triton, counted.aiter = [], 0, []
+            with counted:
+                out = submission.custom_kernel(data)
+            assert torch.equal(out, ref.emulated_a8w8(data)), (quantizer, name)
+            counts[quantizer, name] = (counted.launches(), tuple(counted.aiter))
+    with_metadata, without = ("metadata_fill", "mla_decode_fwd"), ("mla_decode_fwd",)
+    assert counts["triton", "fresh input"] == counts["triton", "fresh input again"] == (triton_launches, with_metadata)
+    assert counts["triton", "same input"] == (triton_launches, without)
+    assert counts["torch", "fresh input"] == counts["torch", "fresh input again"] == (9, with_metadata)
+    assert counts["torch", "same input"] == (8, without)
+
+
+@pytestmark_double
+def test_a_wrong_triton_quantization_falls_back_to_the_twin(fake, monkeypatch):
+    """The plan's first run checks quantize_q_fp8 against the twin (as on the GPU, where the
+    interpreter's rounding is not the hardware's): wrong bytes or a failed build -> one
+    warning, the twin from then on, the answer unchanged."""
+    monkeypatch.setattr(submission, "_WARNED", set())
+    real = submission.quantize_q_fp8
+
+    def one_byte_off(q, kv_indptr, q8, *rest):
+        real(q, kv_indptr, q8, *rest)
+        q8.view(torch.uint8)[0, 0, 0] += 1
+    monkeypatch.setattr(submission, "quantize_q_fp8", one_byte_off)
+    data = ref.generate_input(2, 1, 32, seed=50, device=CPU)
+    with pytest.warns(RuntimeWarning, match="Triton fp8 quantization of Q for aiter failed"):
+        out = submission.custom_kernel(data)
+    assert [plan.quantizer for plan in aiter_plans()] == ["torch"]
+    assert torch.equal(out, ref.emulated_a8w8(data))
+    submission._PLANS.clear()
+
+    def fails_to_build(*args):
+        raise submission.KernelLaunchError("CompilationError: at 3:4")
+    monkeypatch.setattr(submission, "quantize_q_fp8", fails_to_build)
+    monkeypatch.setattr(submission, "_WARNED", set())
+    with pytest.warns(RuntimeWarning, match="CompilationError"):
+        out = submission.custom_kernel(data)
+    assert [plan.quantizer for plan in aiter_plans()] == ["torch"]
+    assert torch.equal(out, ref.emulated_a8w8(data))
+
+
+@pytestmark_double
+def test_first_call_tuning_times_aiter_with_its_metadata_rebuilt(fake, monkeypatch):
+    """In the ranked mode every timed call has a fresh input, so aiter rebuilds its metadata
+    on every call; first-call tuning must time it so: one build on the untimed first run, one
+    more on every timed run, none on the call's own run after."""
+    monkeypatch.delenv("MLA_PATH")
+    monkeypatch.setenv("MLA_TUNE", "1")
+    monkeypatch.setattr(submission, "TUNED", {})
+    monkeypatch.setattr(submission, "TUNE_LOG", {"header": None, "cases": [], "spent_timing_s": 0.0,
+                                                 "spent_wall_s": 0.0, "printed": set()})
+    monkeypatch.setattr(submission, "ranked_candidates", lambda batch, kv_len, device: [("aiter",)])
+    monkeypatch.setattr(submission, "TUNE_ROUNDS", 3)
+    monkeypatch.setattr(submission, "TUNE_CASE_TIMING_S", 1e9)
+    monkeypatch.setattr(submission, "TUNE_TOTAL_TIMING_S", 1e9)
+    data = ref.generate_input(3, 1, 64, seed=51, device=CPU)
+    out = submission.custom_kernel(data)
+    assert submission.TUNE_LOG["cases"][0]["pick"] == ("aiter",)
+    assert len(fake.fills) == 1 + 3 and fake.decodes == 1 + 3 + 1
+    assert torch.equal(out, ref.emulated_a8w8(data))

@@ -56,7 +56,10 @@ def variants(rows, target):
     return [r for r in rows if r["row"] == "variant" and r["target"] == target]
 
 
-KERNELS = {"gfx950": {"_mla_split_kernel", "_mla_combine_kernel"}, "sm90": {"_mla_split_kernel", "_mla_combine_kernel"}}
+# _q_fp8_kernel: the aiter path's fp8 quantization of Q (every PHASE and one-program size;
+# it runs on the MI355X only, built for sm_90 too so a Triton regression shows on both)
+KERNELS = {"gfx950": {"_mla_split_kernel", "_mla_combine_kernel", "_q_fp8_kernel"},
+           "sm90": {"_mla_split_kernel", "_mla_combine_kernel", "_q_fp8_kernel"}}
 
 
 def newest_may_spill(r):
@@ -68,6 +71,17 @@ def newest_may_spill(r):
     warning to act on when the runner's Triton changes, not a regression of the submission.
     Everything else must stay spill-free with the newest Triton too."""
     return r.get("family") == "scaled" and r["num_warps"] == 8 and r["triton"] != RUNNER_TRITON
+
+
+@pytest.mark.parametrize("target", ["gfx950", "sm90"])
+def test_the_aiter_q8_kernel_is_built_in_every_form(rows, target):
+    """Every (PHASE, ROWS, num_warps) submission.q8_launches can pick, for the one-program
+    sizes and the leaderboard's batches."""
+    import submission
+    built = {(r["PHASE"], r["ROWS"], r["num_warps"]) for r in variants(rows, target) if r["kernel"] == "_q_fp8_kernel"}
+    wanted = {(int(phase), rows_, warps) for batch in (1, 2, 3, 4, 5, 32, 64, 256)
+              for phase, rows_, _, warps in submission.q8_launches(batch)}
+    assert built == wanted
 
 
 @pytest.mark.parametrize("target", ["gfx950", "sm90"])

@@ -1,5 +1,6 @@
 """Ahead-of-time compile report: every Triton kernel variant submission.py can launch for the
-leaderboard cases, built for MI355X (gfx950) and H200 (sm_90) on this machine, no GPU needed,
+leaderboard cases (and the aiter path's fp8 quantization of Q, _q_fp8_kernel, in every form
+q8_launches picks), built for MI355X (gfx950) and H200 (sm_90) on this machine, no GPU needed,
 and a static time bound per leaderboard case for the variant the dispatch picks there.
 
     python tools/compile_report.py [--target gfx950|sm90|all] [--json PATH]
@@ -113,6 +114,12 @@ SPLIT_SIGNATURE = {"q_ptr": "*bf16", "kv_ptr": "*u8", "scale_ptr": "*u8", "qo_in
                    "probe_ptr": "*i64", "total_kv": "i32", "num_splits": "i32",
                    "q_row_stride": "i32", "q_head_stride": "i32", "kv_row_stride": "i32",
                    "scale_row_stride": "i32", "qk_scale_log2": "fp32", "value_scale": "fp32"}
+Q8_SIGNATURE = {"q_ptr": "*bf16", "kv_indptr_ptr": "*i32", "partials_ptr": "*fp32", "q8_ptr": "*u8",
+                "scale_ptr": "*fp32", "page_len_ptr": "*i32", "batch": "i32", "num_partials": "i32",
+                "q_row_stride": "i32", "q_head_stride": "i32"}
+# The aiter path's fp8 quantization of Q (submission.q8_launches): every one-program block
+# size (batch 1, 2, 3-4) and the two-launch form the larger leaderboard batches take.
+Q8_BATCHES = (1, 2, 4, 32, 64, 256)
 COMBINE_SIGNATURE = {"out_ptr": "*bf16", "part_acc_ptr": "*fp32", "part_ml_ptr": "*fp32", "num_splits": "i32",
                      "qk_scale_log2": "fp32", "value_scale": "fp32"}
 # Integer arguments that are multiples of 16 in the leaderboard layout (the runtime marks
@@ -179,6 +186,10 @@ def kernel_variants(target_name):
                     consts = {"CHUNK": min(launch.num_splits, sub.COMBINE_MAX_CHUNK)}
                     seen.setdefault(("combine", tuple(consts.items())),
                                     (sub._mla_combine_kernel, COMBINE_SIGNATURE, consts, 4, 1))
+    for batch in Q8_BATCHES:
+        for phase, rows, _, num_warps in sub.q8_launches(batch):
+            consts = {"ROWS": rows, "PHASE": int(phase)}
+            seen.setdefault(("q8", tuple(consts.items())), (sub._q_fp8_kernel, Q8_SIGNATURE, consts, num_warps, 1))
     return list(seen.values())
 
 
@@ -531,7 +542,8 @@ def print_rows(rows):
           f"{'loop/el':>7} {'LDS B/el':>8} {'MFMA/4':>7} {'pf':>3}  matrix per wave per tile")
     for r in variants:
         kernel = r["kernel"] + (f":{r['family']}" if "family" in r else "")
-        head = (f"{r['target']:<7} {r['triton']:<6} {kernel:<31} {r.get('convert', '-'):<9} "
+        convert = r.get("convert", f"R{r['ROWS']} P{r['PHASE']}" if "PHASE" in r else "-")  # _q_fp8_kernel
+        head = (f"{r['target']:<7} {r['triton']:<6} {kernel:<31} {convert:<9} "
                 f"{r.get('BLOCK_N', '-'):>3} {r.get('PIN', '-'):>3} {MERGE_SHORT.get(r.get('MERGE'), '-'):>3} "
                 f"{r['num_warps']:>5} {r['num_stages']:>3}")
         if "error" in r:
