@@ -90,6 +90,14 @@ def test_source_id_hashes_the_file_without_its_block():
     assert harness.source_id("no markers") == hashlib.sha256(b"no markers").hexdigest()[:12]
 
 
+def test_the_submission_holds_each_marker_once():
+    """source_id, tune and ingest cut the file at the first BEGIN and the first END marker: a
+    second copy of either (a literal in code before the block, say) would cut it wrongly."""
+    text = (ROOT / "submission.py").read_text(encoding="utf-8")
+    assert text.count(harness.TABLE_BEGIN) == 1 and text.count(harness.TABLE_END) == 1
+    assert text.index(harness.TABLE_BEGIN) < text.index(harness.TABLE_END)
+
+
 def test_the_submissions_source_id_is_evals():
     """submission.SOURCE_ID (the id its report prints) is source_id of its own text."""
     import submission
