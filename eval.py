@@ -1,9 +1,11 @@
 """Local runner for the amd-mixed-mla leaderboard, interchangeable with the leaderboard's eval.py.
 
     POPCORN_FD=<fd> python eval.py <test|benchmark|leaderboard|profile> <case file>
-        exactly the runner's protocol: `key: value` lines on the fd, exit 0 / 112 (check
-        failed) / 113 (bad case file) / 2 (bad arguments), POPCORN_SEED mixed into seeds,
-        every case in one spawned worker process.
+        exactly the runner's protocol: `key: value` lines on the fd, exit 0 / 112 (a test or
+        benchmark case failed) / 113 (bad case file) / 2 (bad arguments), leaderboard and
+        profile exit 0 as the runner's (its main returns None there; `check: fail` says it),
+        POPCORN_SEED mixed into seeds, every case in one spawned worker process (profile in
+        the main process, as the runner).
     python eval.py --help
         what each mode and flag does.
     python eval.py <mode> [case file] [--json PATH]
@@ -15,6 +17,11 @@
         on a machine without one, where the kernels run in Triton's interpreter (with
         interpreter_shim), the table has no floor columns and each case's timed calls stop
         after MLA_EVAL_CPU_BUDGET_S seconds of calls (default 5).
+    python eval.py profile [case file] [--json PATH]
+        per case, after one warm call: one call timed as the runner times it, and one call
+        under torch.profiler: each GPU kernel's time, their sum, and the gap (event time -
+        sum: launch gaps, idle time). The table goes in benchmark.<i>.report with the
+        profiler's own table.
     python eval.py tune [case file] [--json PATH] [--runs N] [--no-write]
         for every case (default benchmarks.txt) and every candidate of
         submission.tune_candidates: one checked call (the runner's rule, and for Triton
@@ -24,6 +31,15 @@
         into the MEASURED DISPATCH block of submission.py for this GPU's architecture
         (unless --no-write), so the pasted file carries the measured choice; the
         architecture's other cases keep their entries.
+    python eval.py compare OTHER [case file] [--json PATH]
+        submission.py (A) and the submission file OTHER (B) timed in the same worker,
+        alternating call by call, each checked on its first call; per case both means and
+        the ratio B/A with a 95% interval, then the geometric mean over the cases.
+    python eval.py ingest LOG [SUBMISSION] [--arch ARCH] [--force]
+        the measured choices of the first-call tuning reports in a runner's log (the
+        MEASURED DISPATCH blocks the submission prints on stderr) written into the MEASURED
+        DISPATCH block of SUBMISSION (default submission.py), with the same merge rules as
+        tune.
 
 A case line is `batchsize: <int>; qseqlen: <int>; kvseqlen: <int>; seed: <int>` (the
 arguments of generate_input); any other line is reported on stderr, quoted, with exit 113
@@ -33,6 +49,8 @@ import ast
 import base64
 import dataclasses
 import datetime
+import hashlib
+import importlib.util
 import io
 import json
 import math
@@ -46,6 +64,7 @@ import textwrap
 import time
 import tokenize
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -57,26 +76,72 @@ from reference import check_implementation, generate_input  # noqa: E402
 from utils import clear_l2_cache_large, set_seed  # noqa: E402
 
 MODES = {
-    "test": "check each case once: the runner's rule (|out - ref| <= 0.1 + 0.1 |ref| on 95% "
-            "of the elements); exit 112 when one fails",
+    "test": "check each case once: the runner's rule (|out - ref| <= 0.1 + 0.1 |ref| on every "
+            "element, or at most 5% of them not torch.isclose); exit 112 when one fails",
     "benchmark": "per case one checked call, then timed calls until the standard error is under "
-                 "0.1% of the mean; a table of the times",
+                 "0.1% of the mean; a failed case is reported and the next one runs (exit 112 at "
+                 "the end); a table of the times",
     "leaderboard": "benchmark with a fresh input (seed + 13) and a check on every timed call, "
-                   "as the leaderboard ranks",
-    "profile": "torch.profiler table of one call per case (base64 in benchmark.<i>.report)",
+                   "as the leaderboard ranks; stops at the first failed case with `check: fail` "
+                   "and exit 0, as the runner",
+    "profile": "per case, after one warm call: one call timed as the runner times it (event us) "
+               "and one under torch.profiler: each GPU kernel's us, their sum, the gap (event "
+               "us - sum); the table and the profiler's own in benchmark.<i>.report (base64). "
+               "Kernel times need a GPU: on a CPU, the CPU profiler's table",
     "tune": "check and time every candidate choice of submission.tune_candidates per case; "
             "write the fastest into submission.py's MEASURED DISPATCH block",
+    "compare": "compare OTHER [case file]: submission.py (A) and the submission file OTHER (B) in "
+               "one worker, each checked on its first call (a failed check: the case is reported "
+               "failed, not timed), then timed as the runner times them, alternating A B, B A, "
+               "... until both standard errors are under 0.1% of their means, or the budget "
+               "(benchmark's) or 120 s per case. Per case: both means, the ratio B/A (> 1: OTHER "
+               "is slower) as the geometric mean of the per-round ratios B_i/A_i, its 95% "
+               "interval a t interval on their logs; over the cases the geometric mean of the "
+               "ratios, its interval from the cases' standard errors (Welch-Satterthwaite degrees "
+               "of freedom). Exit 112 when a case failed",
+    "ingest": "ingest LOG [SUBMISSION]: write the measured choices of every first-call tuning "
+              "report in LOG (a runner's output, any text around it; each report's MEASURED "
+              "DISPATCH block, later blocks overriding earlier ones per case) into SUBMISSION's "
+              "MEASURED DISPATCH block (default submission.py), merged as tune merges, each block's "
+              "provenance + '; ingested from LOG'. A block's `source` id must be SUBMISSION's "
+              "source_id. Any problem: one line on stderr, exit 2, SUBMISSION untouched",
 }
-FLAGS = {
-    "--json PATH": "benchmark, leaderboard, tune: also write the rows as JSON with device, "
-                   "versions, date and command",
-    "--runs N": "tune: timed calls per candidate (default 30)",
-    "--no-write": "tune: leave submission.py as it is",
+RUNNER_MODES = ("test", "benchmark", "leaderboard", "profile")  # what POPCORN_FD accepts, as the runner
+class Flag(NamedTuple):
+    """One command-line option: the options key it sets, the modes it applies to, the type
+    of its value (None: a switch, which sets switch_value)."""
+    key: str
+    modes: tuple
+    convert: object = None
+    switch_value: object = True
+
+
+FLAG_SPECS = {  # what each option sets and where it applies (--help's text: FLAGS)
+    "--json": Flag("json", ("benchmark", "leaderboard", "profile", "tune", "compare"), str),
+    "--runs": Flag("runs", ("tune",), int),
+    "--no-write": Flag("write", ("tune",), switch_value=False),
+    "--arch": Flag("arch", ("ingest",), str),
+    "--force": Flag("force", ("ingest",)),
+}
+OPTION_DEFAULTS = {"json": None, "runs": 30, "write": True, "arch": None, "force": False}
+
+
+FLAGS = {  # --help's text of each option, after the modes it applies to (FLAG_SPECS)
+    "--json PATH": "also write the rows as JSON with device, versions, date and command",
+    "--runs N": "timed calls per candidate (default 30)",
+    "--no-write": "leave submission.py as it is",
+    "--arch ARCH": "only this architecture's entries (e.g. gfx950)",
+    "--force": "write even when a block's source id is not SUBMISSION's (the file changed since "
+               "the run that measured it)",
     "-h, --help": "this text",
 }
+# mode -> its positional arguments after the mode: (options key, name in messages, required)
+POSITIONALS = {"compare": (("other", "OTHER", True), ("cases", "case file", False)),
+               "ingest": (("log", "LOG", True), ("target", "SUBMISSION", False))}
+DEFAULT_POSITIONALS = (("cases", "case file", False),)
 HERE = Path(__file__).resolve().parent
-DEFAULT_CASES = {"test": "tests.txt", "benchmark": "benchmarks.txt",
-                 "leaderboard": "benchmarks.txt", "profile": "benchmarks.txt", "tune": "benchmarks.txt"}
+DEFAULT_CASES = {"test": "tests.txt", "benchmark": "benchmarks.txt", "leaderboard": "benchmarks.txt",
+                 "profile": "benchmarks.txt", "tune": "benchmarks.txt", "compare": "benchmarks.txt"}
 CPU_CASES = "tests_cpu.txt"
 CASE_PATTERN = r"\s*([a-zA-Z_]\w*):\s*([a-zA-Z_]\w*|[+-]?[0-9]+)\s*"
 # generate_input's arguments (task.TestSpec): each case line gives each once, as an integer;
@@ -87,6 +152,12 @@ MXFP4_BYTES_PER_TOKEN = 288 + 18  # e2m1 pairs + e8m0 scales
 # kind -> ((max_repeats, max_time_ns) of the warm-up on case 0, of each timed case), as the
 # runner; without a GPU max_time_ns is cut to MLA_EVAL_CPU_BUDGET_S (the interpreter is slow).
 BUDGETS = {"benchmark": ((100, 10e7), (1000, 50e9)), "leaderboard": ((100, 1e7), (100, 30e9))}
+# How each timed mode reports a failed case, as the runner's eval.py: benchmark writes the
+# spec line before the case runs, goes on with the next case and exits 112 at the end;
+# leaderboard writes the spec line after the case, stops at the first failure and exits 0
+# (the runner's main returns None there): `check: fail` is the signal.
+PROTOCOL = {"benchmark": {"spec_before_case": True, "stop_at_first_failure": False, "exit_on_failure": 112},
+            "leaderboard": {"spec_before_case": False, "stop_at_first_failure": True, "exit_on_failure": 0}}
 CPU_BUDGET_ENV = "MLA_EVAL_CPU_BUDGET_S"  # seconds of timed calls per case without a GPU
 CPU_BUDGET_DEFAULT_S = 5.0
 WALL_LIMIT_NS = 120e9
@@ -267,11 +338,29 @@ def _timed_call(custom_kernel, data):
     return output, float(time.perf_counter_ns() - start_ns)
 
 
+def _case_budget_ns(max_time_ns: float) -> float:
+    """A case's budget of timed calls: the runner's, cut to MLA_EVAL_CPU_BUDGET_S without a GPU."""
+    return max_time_ns if HAS_GPU else min(max_time_ns, _cpu_budget_s() * 1e9)
+
+
+def _enough_runs(durations_ns: list, max_time_ns: float, start_ns: int) -> bool:
+    """The runner's stopping rule, checked after each run from the third on, for one kernel's
+    durations or several timed together (compare: one list each): every standard error under
+    0.1% of its mean, or one kernel's runs adding up past max_time_ns, or 120 s of wall
+    time since start_ns."""
+    stats = [calculate_stats(durations) for durations in durations_ns]
+    return (all(one.err / one.mean < 0.001 for one in stats)
+            or any(one.mean * one.runs > max_time_ns for one in stats)
+            or time.perf_counter_ns() - start_ns > WALL_LIMIT_NS)
+
+
 def _run_single_benchmark(test: TestCase, recheck: bool, max_repeats: int, max_time_ns: float):
+    """One case of benchmark (recheck False) or leaderboard (recheck True: the seed moves on
+    by 13 and the answer is checked on every timed call), as the runner's: one checked
+    call, then timed calls. -> Stats, or the failed check's message."""
     from submission import custom_kernel
-    if not HAS_GPU:
-        max_time_ns = min(max_time_ns, _cpu_budget_s() * 1e9)
-    args = dict(test.args)
+    max_time_ns = _case_budget_ns(max_time_ns)
+    args = dict(test.args)  # the runner changes its (pickled) copy of test.args the same way
     data = generate_input(**args)
     check_copy = _clone_data(data)
     good, message = _check(check_copy, custom_kernel(data))
@@ -281,7 +370,8 @@ def _run_single_benchmark(test: TestCase, recheck: bool, max_repeats: int, max_t
     start_ns = time.perf_counter_ns()
     for i in range(max_repeats):
         if recheck:
-            args["seed"] = args.get("seed", 0) + 13
+            if "seed" in args:
+                args["seed"] += 13
             data = generate_input(**args)
             check_copy = _clone_data(data)
         output, duration = _timed_call(custom_kernel, data)
@@ -291,26 +381,141 @@ def _run_single_benchmark(test: TestCase, recheck: bool, max_repeats: int, max_t
                 return message
         del output
         durations.append(duration)
-        if i > 1:
-            stats = calculate_stats(durations)
-            if (stats.err / stats.mean < 0.001 or stats.mean * stats.runs > max_time_ns
-                    or time.perf_counter_ns() - start_ns > WALL_LIMIT_NS):
-                break
+        if i > 1 and _enough_runs([durations], max_time_ns, start_ns):
+            break
     return calculate_stats(durations)
 
 
-def _run_single_profile(test: TestCase) -> str:
+def device_kernels(events) -> list:
+    """[(name, start us, duration us)] of the GPU activities among torch.profiler events
+    (kernels, memcpy, memset: device type CUDA, which ROCm's are too), in start order; user
+    annotations left out. Empty on a CPU."""
+    from torch.autograd import DeviceType
+    kernels = [(event.name, event.time_range.start, event.time_range.elapsed_us()) for event in events
+               if event.device_type == DeviceType.CUDA and not getattr(event, "is_user_annotation", False)]
+    return sorted(kernels, key=lambda kernel: kernel[1])
+
+
+def kernel_breakdown(kernels: list, event_us: float) -> dict:
+    """One call's kernels against its event time. kernels: [(name, start us, duration us)]
+    of one profiled call; event_us: the same call timed as the runner times it. -> rows
+    (name, start_us from the first kernel's start, gpu_us) in start order, kernels_sum_us,
+    kernels_span_us (first start to last end), event_us, and gap_us = event_us - the sum
+    (launch gaps and idle time between dependent kernels; negative when kernels overlap or
+    the two calls differ; None when no kernel was recorded: on a CPU)."""
+    ordered = sorted(kernels, key=lambda kernel: kernel[1])
+    first_start_us = ordered[0][1] if ordered else 0.0
+    rows = [{"name": name, "start_us": start_us - first_start_us, "gpu_us": duration_us}
+            for name, start_us, duration_us in ordered]
+    sum_us = float(sum(row["gpu_us"] for row in rows))
+    span_us = max((row["start_us"] + row["gpu_us"] for row in rows), default=0.0)
+    return {"kernels": rows, "kernels_sum_us": sum_us, "kernels_span_us": span_us, "event_us": event_us,
+            "gap_us": event_us - sum_us if rows else None}
+
+
+def format_kernel_table(spec: str, breakdown: dict, has_gpu: bool = HAS_GPU) -> str:
+    """The per-kernel table of one case (kernel, start us, GPU us, then the sum, the span, the
+    event time and the gap); without a GPU it says that kernel times need one."""
+    lines = [f"case {spec}"]
+    if not breakdown["kernels"]:
+        reason = ("torch.profiler recorded no GPU kernel" if has_gpu
+                  else "kernel times need a GPU (this machine has none; below, the CPU profiler's table)")
+        clock = "events" if has_gpu else "the host clock"
+        return "\n".join(lines + [f"  {reason}", f"  one call timed as the runner times it ({clock}): "
+                                                 f"{breakdown['event_us']:.1f} us"])
+    width = max(40, *(len(row["name"]) for row in breakdown["kernels"]))
+    lines.append(f"  {'kernel':<{width}} {'start us':>9} {'GPU us':>9}")
+    lines += [f"  {row['name']:<{width}} {row['start_us']:>9.1f} {row['gpu_us']:>9.1f}" for row in breakdown["kernels"]]
+    for label, key in (("sum of kernels", "kernels_sum_us"), ("span (first start to last end)", "kernels_span_us"),
+                       ("event (one call, timed as the runner)", "event_us"),
+                       ("gap (event - sum: launch gaps, idle)", "gap_us")):
+        lines.append(f"  {label:<{width}} {'':>9} {breakdown[key]:>9.1f}")
+    return "\n".join(lines)
+
+
+def _run_single_profile(test: TestCase) -> dict:
+    """One case of profile, in the calling process (the runner profiles in its main
+    process): one warm call (builds, plans, first-call tuning: the runner profiles this
+    first call itself), one call timed as the runner times it, one under torch.profiler.
+    -> {event_us, kernels: [(name, start us, duration us)], profiler_table}."""
     from torch.profiler import ProfilerActivity, profile
 
     from submission import custom_kernel
     data = generate_input(**test.args)
     _synchronize()
+    custom_kernel(data)
+    _, event_ns = _timed_call(custom_kernel, data)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if HAS_GPU else [])
     with profile(activities=activities) as prof:
         custom_kernel(data)
         _synchronize()
     sort_by = "self_cuda_time_total" if HAS_GPU else "self_cpu_time_total"
-    return prof.key_averages().table(sort_by=sort_by, row_limit=20)
+    return {"event_us": event_ns / 1e3, "kernels": device_kernels(prof.events()),
+            "profiler_table": prof.key_averages().table(sort_by=sort_by, row_limit=20)}
+
+
+_OTHER_SUBMISSIONS = {}  # path -> module: compare's other submission, imported once per worker
+
+
+def _other_submission(path: str):
+    """The submission file at `path` imported under a module name of its own
+    (compare_other_<n>), so that its module-level caches (plans, tuning) are its own."""
+    if path not in _OTHER_SUBMISSIONS:
+        name = f"compare_other_{len(_OTHER_SUBMISSIONS)}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses and pickling look their module up there
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        if not callable(getattr(module, "custom_kernel", None)):
+            raise AttributeError(f"{path} defines no custom_kernel")
+        _OTHER_SUBMISSIONS[path] = module
+    return _OTHER_SUBMISSIONS[path]
+
+
+def _import_other(path: str) -> str:
+    """'' when the other submission of compare imports in this worker, else why not."""
+    try:
+        _other_submission(path)
+    except Exception as exc:  # noqa: BLE001 - reported on stderr by the driver, exit 2
+        return f"{type(exc).__name__}: {exc}".strip().splitlines()[-1]
+    return ""
+
+
+COMPARE_SIDES = ("A", "B")  # A: this repository's submission.py, B: the other file
+
+
+def _run_compare_case(test: TestCase, other_path: str, max_repeats: int, max_time_ns: float) -> dict:
+    """One case of compare: one input; A and B each get their own copy and one checked
+    call; then rounds of one timed call each (as the runner times a call), A first in even
+    rounds and B first in odd ones (A B B A ...), until _enough_runs. -> {"A": [ns], "B": [ns]},
+    or {"failed": side, "error": message} when a first call fails its check."""
+    from submission import custom_kernel
+    kernels = {"A": custom_kernel, "B": _other_submission(other_path).custom_kernel}
+    max_time_ns = _case_budget_ns(max_time_ns)
+    data = generate_input(**test.args)
+    check_copy = _clone_data(data)
+    inputs = {"A": data, "B": _clone_data(data)}
+    for side in COMPARE_SIDES:
+        try:
+            good, message = _check(check_copy, kernels[side](inputs[side]))
+        except Exception as exc:  # noqa: BLE001 - a broken side is a failed case, reported
+            good, message = False, f"{type(exc).__name__}: {exc}"
+        if not good:
+            return {"failed": side, "error": message}
+    durations = {side: [] for side in COMPARE_SIDES}
+    start_ns = time.perf_counter_ns()
+    for round_index in range(max_repeats):
+        for side in (COMPARE_SIDES if round_index % 2 == 0 else COMPARE_SIDES[::-1]):
+            output, duration = _timed_call(kernels[side], inputs[side])
+            del output
+            durations[side].append(duration)
+        if round_index > 1 and _enough_runs(list(durations.values()), max_time_ns, start_ns):
+            break
+    return durations
 
 
 def _exact_ok(data, output, quantize_q=None) -> bool:
@@ -413,6 +618,7 @@ def _progress(index, total, spec, status, seconds):
 
 
 def run_testing(logger, pool, tests):
+    """test: each case once in the worker; the runner's protocol and exit 0 / 112."""
     passed = True
     logger.log("test-count", len(tests))
     for idx, test in enumerate(tests):
@@ -430,39 +636,184 @@ def run_testing(logger, pool, tests):
     return 0 if passed else 112
 
 
-def run_benchmarking(logger, pool, tests, recheck):
-    """benchmark (recheck False) or leaderboard (fresh input + check on every timed call)."""
-    kind = "leaderboard" if recheck else "benchmark"
+def run_benchmarking(logger, pool, tests, kind):
+    """benchmark or leaderboard (`kind`): the runner's warm-up on the first case, then each
+    case in the worker, reported as the runner's protocol for that kind (PROTOCOL: where the
+    spec line goes, whether a failed case stops the run, the exit status).
+    -> (exit status, [(test, Stats)] of the cases that passed)."""
+    protocol = PROTOCOL[kind]
     warmup_budget, case_budget = BUDGETS[kind]
     pool.apply(_run_single_benchmark, (tests[0], False, *warmup_budget))
     logger.log("benchmark-count", len(tests))
-    results = []
+    results, passed = [], True
     for idx, test in enumerate(tests):
         start = time.time()
-        result = pool.apply(_run_single_benchmark, (test, recheck, *case_budget))
-        logger.log(f"benchmark.{idx}.spec", test.spec)
-        if not isinstance(result, Stats):
-            logger.log(f"benchmark.{idx}.status", "fail")
-            logger.log(f"benchmark.{idx}.error", str(result))
-            _progress(idx, len(tests), test.spec, "FAIL", time.time() - start)
-            logger.log("check", "fail")
-            return 112, results
-        for field in dataclasses.fields(Stats):
-            logger.log(f"benchmark.{idx}.{field.name}", getattr(result, field.name))
-        results.append((test, result))
-        _progress(idx, len(tests), test.spec, f"mean {result.mean / 1e3:.1f} us", time.time() - start)
-    logger.log("check", "pass")
-    return 0, results
+        if protocol["spec_before_case"]:
+            logger.log(f"benchmark.{idx}.spec", test.spec)
+        result = pool.apply(_run_single_benchmark, (test, kind == "leaderboard", *case_budget))
+        if not protocol["spec_before_case"]:
+            logger.log(f"benchmark.{idx}.spec", test.spec)
+        if isinstance(result, Stats):
+            for field in dataclasses.fields(Stats):
+                logger.log(f"benchmark.{idx}.{field.name}", getattr(result, field.name))
+            results.append((test, result))
+            _progress(idx, len(tests), test.spec, f"mean {result.mean / 1e3:.1f} us", time.time() - start)
+            continue
+        passed = False
+        logger.log(f"benchmark.{idx}.status", "fail")
+        logger.log(f"benchmark.{idx}.error", str(result))
+        _progress(idx, len(tests), test.spec, "FAIL", time.time() - start)
+        if protocol["stop_at_first_failure"]:
+            break
+    logger.log("check", "pass" if passed else "fail")
+    return (0 if passed else protocol["exit_on_failure"]), results
 
 
-def run_profiling(logger, pool, tests):
+def run_profiling(logger, tests):
+    """profile, in this process as the runner's (it runs no profile in its worker): per case
+    the spec line, then benchmark.<i>.report: the per-kernel table (format_kernel_table) and
+    the profiler's key_averages table, base64 with the runner's alphabet; `check: pass` and
+    exit 0 as the runner. -> (0, rows: spec, batch, kv_len, the kernel breakdown, the report)."""
+    _worker_init()  # the interpreter shim, without a GPU
     logger.log("benchmark-count", len(tests))
+    rows = []
     for idx, test in enumerate(tests):
+        start = time.time()
         logger.log(f"benchmark.{idx}.spec", test.spec)
-        report = pool.apply(_run_single_profile, (test,))
+        profiled = _run_single_profile(test)
+        breakdown = kernel_breakdown(profiled["kernels"], profiled["event_us"])
+        table = format_kernel_table(test.spec, breakdown)
+        report = f"{table}\n\n{profiled['profiler_table']}"
         logger.log(f"benchmark.{idx}.report", base64.b64encode(report.encode("utf-8"), b"+*").decode("utf-8"))
+        rows.append({"spec": test.spec, "batch": test.args["batchsize"], "kv_len": test.args["kvseqlen"],
+                     **breakdown, "report": report})
+        _progress(idx, len(tests), test.spec, f"event {breakdown['event_us']:.1f} us, "
+                                              f"{len(breakdown['kernels'])} GPU kernels", time.time() - start)
     logger.log("check", "pass")
-    return 0
+    return 0, rows
+
+
+# ---------------------------------------------------------------------------------------
+# compare: two submissions timed in the same worker
+# ---------------------------------------------------------------------------------------
+
+def t_quantile_975(df) -> float:
+    """The 97.5% quantile of Student's t (a two-sided 95% interval's half-width in standard
+    errors) for `df` degrees of freedom, rounded down to an integer (at least 1): bisection
+    on the exact distribution for integer df (Abramowitz & Stegun 26.7.3-4)."""
+    df = max(1, int(df))
+
+    def central(t):  # P(|T| <= t)
+        theta = math.atan(t / math.sqrt(df))
+        cos2 = math.cos(theta) ** 2
+        if df % 2:
+            term, total = math.cos(theta), 0.0
+            for j in range(1, (df - 1) // 2 + 1):
+                total += term
+                term *= cos2 * (2 * j) / (2 * j + 1)
+            return 2 / math.pi * (theta + math.sin(theta) * total)
+        term, total = 1.0, 0.0
+        for j in range(1, df // 2 + 1):
+            total += term
+            term *= cos2 * (2 * j - 1) / (2 * j)
+        return math.sin(theta) * total
+
+    low, high = 0.0, 1e3
+    for _ in range(100):
+        middle = (low + high) / 2
+        low, high = (middle, high) if central(middle) < 0.95 else (low, middle)
+    return (low + high) / 2
+
+
+def _log_interval(log_mean: float, log_se: float, df) -> tuple:
+    """(ratio, low, high): exp of a log mean and of its 95% t interval."""
+    half = t_quantile_975(df) * log_se if df >= 1 else math.inf
+    return math.exp(log_mean), math.exp(log_mean - half), math.exp(log_mean + half)
+
+
+def paired_ratio(a_ns: list, b_ns: list) -> dict:
+    """B/A of one case from paired per-round times: the geometric mean of the per-round
+    ratios B_i/A_i and its 95% t interval on log(B_i/A_i) (n - 1 degrees of freedom).
+    -> ratio, low, high, log_mean, log_se, df."""
+    logs = [math.log(b / a) for a, b in zip(a_ns, b_ns)]
+    log_mean = statistics.fmean(logs)
+    log_se = statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else math.inf
+    ratio, low, high = _log_interval(log_mean, log_se, len(logs) - 1)
+    return {"ratio": ratio, "low": low, "high": high, "log_mean": log_mean, "log_se": log_se, "df": len(logs) - 1}
+
+
+def geomean_ratio(cases: list) -> dict:
+    """The geometric mean of the cases' ratios (paired_ratio dicts) with its 95% interval:
+    the mean of their log means, its standard error from theirs, t with Welch-Satterthwaite
+    degrees of freedom. -> ratio, low, high, df, cases."""
+    count = len(cases)
+    log_mean = statistics.fmean(case["log_mean"] for case in cases)
+    shares = [case["log_se"] ** 2 / count ** 2 for case in cases]
+    variance = sum(shares)
+    if variance > 0:
+        df = variance ** 2 / sum(share ** 2 / max(case["df"], 1) for share, case in zip(shares, cases))
+    else:
+        df = sum(case["df"] for case in cases)
+    ratio, low, high = _log_interval(log_mean, math.sqrt(variance), df)
+    return {"ratio": ratio, "low": low, "high": high, "df": df, "cases": count}
+
+
+def compare_row(test: TestCase, result: dict) -> dict:
+    """One case of compare as a row: both means (us), runs and the ratio B/A with its
+    interval, or the side that failed and why."""
+    row = {"spec": test.spec, "batch": test.args["batchsize"], "kv_len": test.args["kvseqlen"]}
+    if "failed" in result:
+        return {**row, "status": "fail", "failed": result["failed"], "error": str(result["error"])}
+    a_stats, b_stats = calculate_stats(result["A"]), calculate_stats(result["B"])
+    return {**row, "status": "pass", "runs": a_stats.runs, "a_mean_us": a_stats.mean / 1e3,
+            "b_mean_us": b_stats.mean / 1e3, "a_err_us": a_stats.err / 1e3, "b_err_us": b_stats.err / 1e3,
+            **paired_ratio(result["A"], result["B"]),
+            "a_us": [ns / 1e3 for ns in result["A"]], "b_us": [ns / 1e3 for ns in result["B"]]}
+
+
+def print_compare_table(rows, summary, other_name, file=sys.stdout):
+    """compare's table: per case both means, B/A and its interval; then the geometric mean."""
+    print(f"\nA = submission.py, B = {other_name}; B/A > 1: B is slower", file=file)
+    print(f"{'batch':>5} {'kv_len':>6} {'runs':>5} {'A us':>10} {'B us':>10} {'B/A':>7}  95% interval",
+          file=file)
+    for row in rows:
+        head = f"{row['batch']:>5} {row['kv_len']:>6}"
+        if row["status"] == "fail":
+            side = "A (submission.py)" if row["failed"] == "A" else f"B ({other_name})"
+            print(f"{head} FAILED: {side}: {row['error'][:200]}", file=file)
+            continue
+        print(f"{head} {row['runs']:>5} {row['a_mean_us']:>10.1f} {row['b_mean_us']:>10.1f} {row['ratio']:>7.3f}  "
+              f"[{row['low']:.3f}, {row['high']:.3f}]", file=file)
+    if summary:
+        print(f"geomean B/A over {summary['cases']} cases: {summary['ratio']:.3f} "
+              f"[{summary['low']:.3f}, {summary['high']:.3f}]", file=file)
+
+
+def run_compare(pool, tests, other_path: str, json_path, case_file) -> int:
+    """compare: per case _run_compare_case in the worker (on a GPU after benchmark's warm-up on
+    the first case), the table, --json; exit 0, or 112 when a case failed."""
+    error = pool.apply(_import_other, (other_path,))
+    if error:
+        print(f"compare: cannot import {other_path}: {error}", file=sys.stderr)
+        return 2
+    warmup_budget, case_budget = BUDGETS["benchmark"]
+    if HAS_GPU:
+        pool.apply(_run_compare_case, (tests[0], other_path, *warmup_budget))
+    rows = []
+    for idx, test in enumerate(tests):
+        start = time.time()
+        row = compare_row(test, pool.apply(_run_compare_case, (test, other_path, *case_budget)))
+        rows.append(row)
+        status = (f"FAILED ({row['failed']})" if row["status"] == "fail"
+                  else f"B/A {row['ratio']:.3f} [{row['low']:.3f}, {row['high']:.3f}]")
+        _progress(idx, len(tests), test.spec, status, time.time() - start)
+    compared = [row for row in rows if row["status"] == "pass"]
+    summary = geomean_ratio(compared) if compared else None
+    print_compare_table(rows, summary, Path(other_path).name)
+    if json_path:
+        write_json(json_path, "compare", case_file, pool.apply(_environment), a=str(HERE / "submission.py"),
+                   b=other_path, ratio="B/A", rows=rows, geomean=summary)
+    return 0 if len(compared) == len(rows) else 112
 
 
 def fastest_checked(rows):
@@ -522,22 +873,26 @@ def measured_times_us(source: str) -> dict:
     return times_us
 
 
-def write_measured_table(path: Path, arch: str, best: dict, provenance: str) -> str:
-    """Merge `best` ({(batch, kv_len): (choice, mean us)}) into `arch`'s entries of the MEASURED
-    DISPATCH block of the file at `path`: each tuned case replaces its entry; the other cases
-    of `arch` and every other architecture stay, with their `# NN.N us` comments. `arch`'s
-    MEASURED_ON line becomes `provenance`, followed by the earlier one while earlier entries
-    remain. Returns the new block."""
-    source = path.read_text()
+OTHER_CASES = "; other cases: "  # joins an architecture's provenance to the earlier one it keeps
+
+
+def merge_measured_table(source: str, arch: str, best: dict, provenance: str) -> tuple:
+    """Merge `best` ({(batch, kv_len): (choice, mean us or None)}) into `arch`'s entries of
+    the MEASURED DISPATCH block of `source` (a submission's text): each given case replaces
+    its entry; the other cases of `arch` and every other architecture stay, with their
+    `# NN.N us` comments. `arch`'s MEASURED_ON line becomes `provenance`, followed (after
+    OTHER_CASES) by the earlier one's parts other than this provenance while earlier entries
+    remain, so that merging the same provenance again adds nothing. -> (new source, new
+    block). ValueError when `source` has no block."""
     if TABLE_BEGIN not in source or TABLE_END not in source:
-        raise ValueError(f"{path} has no {TABLE_BEGIN!r} ... {TABLE_END!r} block")
+        raise ValueError(f"no {TABLE_BEGIN!r} ... {TABLE_END!r} block")
     table, measured_on = measured_table(source)
     times_us = measured_times_us(source)
     kept = {case: choice for case, choice in table.get(arch, {}).items() if case not in best}
     table[arch] = {**kept, **{case: tuple(choice) for case, (choice, _) in best.items()}}
     times_us.update({(arch, case): mean_us for case, (_, mean_us) in best.items()})
-    earlier = measured_on.get(arch)
-    measured_on[arch] = f"{provenance}; other cases: {earlier}" if kept and earlier else provenance
+    earlier = measured_on.get(arch, "").split(OTHER_CASES) if kept and measured_on.get(arch) else []
+    measured_on[arch] = OTHER_CASES.join([provenance, *(part for part in earlier if part != provenance)])
     lines = [TABLE_BEGIN, "MEASURED_DISPATCH = {"]
     for name in sorted(table):
         lines.append(f"    {name!r}: {{")
@@ -550,9 +905,192 @@ def write_measured_table(path: Path, arch: str, best: dict, provenance: str) -> 
     lines.append("MEASURED_ON = {")
     lines += [f"    {name!r}: {measured_on[name]!r}," for name in sorted(measured_on)]
     lines += ["}", TABLE_END]
+    block = "\n".join(lines)
     head, rest = source.split(TABLE_BEGIN, 1)
-    path.write_text(head + "\n".join(lines) + rest.split(TABLE_END, 1)[1])
-    return "\n".join(lines)
+    return head + block + rest.split(TABLE_END, 1)[1], block
+
+
+def write_measured_table(path: Path, arch: str, best: dict, provenance: str) -> str:
+    """merge_measured_table on the file at `path`, written back. -> the new block."""
+    try:
+        source, block = merge_measured_table(path.read_text(), arch, best, provenance)
+    except ValueError as exc:
+        raise ValueError(f"{path} has {exc}") from None
+    path.write_text(source)
+    return block
+
+
+def source_id(text: str) -> str:
+    """A submission's source id: the first 12 hex digits of the sha256 of its UTF-8 text with
+    the MEASURED DISPATCH block taken out (from the BEGIN marker's text through the END
+    marker's text: text.split(BEGIN, 1)[0] + text.split(END, 1)[1]), so that writing the
+    block leaves it unchanged. The submission's first-call tuning report names it (`source
+    <id>` in its MEASURED_ON line; submission.SOURCE_ID must equal this for its own file,
+    read as text); `ingest` checks it. A text without both markers is hashed whole."""
+    if TABLE_BEGIN in text and TABLE_END in text:
+        text = text.split(TABLE_BEGIN, 1)[0] + text.split(TABLE_END, 1)[1]
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+# ---------------------------------------------------------------------------------------
+# ingest: the measured choices of a runner's log into the MEASURED DISPATCH block
+# ---------------------------------------------------------------------------------------
+
+class IngestError(ValueError):
+    """A log or a target that ingest cannot use: one line for stderr, exit 2, nothing written."""
+
+
+SOURCE_PATTERN = re.compile(r"\bsource ([0-9a-f]{12})\b")
+TRITON_CHOICE_FIELDS = ("block_n", "num_warps", "num_splits", "num_stages", "family", "merge")
+TRITON_CHOICE_MIN_FIELDS = 4  # block_n .. num_stages; family and merge are optional
+
+
+def choice_problem(choice) -> str:
+    """'' when `choice` is a dispatch choice: ("aiter",), or ("triton", block_n, num_warps,
+    num_splits, num_stages[, family[, merge]]) with integers (not bools), the first four at
+    least 1 and the others at least 0; else what is wrong with it."""
+    if not isinstance(choice, tuple) or not choice:
+        return f"{choice!r} is not a tuple ('aiter',) or ('triton', ...)"
+    if choice[0] == "aiter":
+        return "" if len(choice) == 1 else f"{choice!r}: ('aiter',) takes nothing after 'aiter'"
+    if choice[0] != "triton":
+        return f"{choice!r}: the first element must be 'aiter' or 'triton'"
+    values = choice[1:]
+    if not TRITON_CHOICE_MIN_FIELDS <= len(values) <= len(TRITON_CHOICE_FIELDS):
+        return (f"{choice!r}: 'triton' takes {TRITON_CHOICE_MIN_FIELDS} to {len(TRITON_CHOICE_FIELDS)} integers "
+                f"({', '.join(TRITON_CHOICE_FIELDS)}), not {len(values)}")
+    for name, value in zip(TRITON_CHOICE_FIELDS, values):
+        lowest = 1 if name in TRITON_CHOICE_FIELDS[:TRITON_CHOICE_MIN_FIELDS] else 0
+        if type(value) is not int or value < lowest:  # noqa: E721 - a bool is not a size
+            return f"{choice!r}: {name} must be an integer of at least {lowest}, not {value!r}"
+    return ""
+
+
+def report_blocks(log_text: str, log_name: str) -> list:
+    """[(line number, block text)] of every complete MEASURED DISPATCH block in a log, in
+    order. Whatever precedes the BEGIN marker on its line (a timestamp, "stderr: ") is taken
+    off every line of that block that starts with it. IngestError when there is none, or
+    when a block does not end (no END marker before the next BEGIN or the log's end)."""
+    lines = log_text.splitlines()
+    blocks, index = [], 0
+    while index < len(lines):
+        if TABLE_BEGIN not in lines[index]:
+            index += 1
+            continue
+        prefix = lines[index][:lines[index].index(TABLE_BEGIN)]
+        body = []
+        for end in range(index, len(lines)):
+            line = lines[end][len(prefix):] if prefix and lines[end].startswith(prefix) else lines[end]
+            if end > index and TABLE_BEGIN in line:
+                raise IngestError(f"{log_name} line {index + 1}: a MEASURED DISPATCH block begins and another "
+                                  f"begins at line {end + 1} before its {TABLE_END!r}: the report is truncated")
+            body.append(line)
+            if TABLE_END in line:
+                break
+        else:
+            raise IngestError(f"{log_name} line {index + 1}: a MEASURED DISPATCH block begins and the log ends "
+                              f"before its {TABLE_END!r}: the log is truncated (copy the whole report)")
+        blocks.append((index + 1, "\n".join(body)))
+        index = end + 1
+    if not blocks:
+        raise IngestError(f"no first-call tuning report in {log_name}: no line contains {TABLE_BEGIN!r}. Copy "
+                          f"everything the leaderboard shows for a run of the submission, its stderr included: "
+                          f"the report ends in a block from that line to {TABLE_END!r}")
+    return blocks
+
+
+def parse_report_block(text: str, where: str) -> tuple:
+    """(MEASURED_DISPATCH, MEASURED_ON, {(arch, case): us}) of one report block, every entry
+    checked (architecture names, (batch, kv_len) keys of integers >= 1, choice_problem, text
+    provenance). `where` names the block in errors (IngestError)."""
+    try:
+        names = _top_level_dicts(_measured_block(text))
+        table, measured_on = measured_table(text)
+    except (SyntaxError, ValueError, TypeError, tokenize.TokenError) as exc:
+        detail = getattr(exc, "msg", None) or str(exc)
+        raise IngestError(f"{where}: the MEASURED DISPATCH block does not parse ({type(exc).__name__}: "
+                          f"{detail})") from None
+    missing = [name for name in ("MEASURED_DISPATCH", "MEASURED_ON") if name not in names]
+    if missing:
+        raise IngestError(f"{where}: the MEASURED DISPATCH block has no {' and no '.join(missing)}")
+    if not isinstance(table, dict) or not isinstance(measured_on, dict):
+        raise IngestError(f"{where}: MEASURED_DISPATCH and MEASURED_ON must be dicts")
+    for arch, cases in table.items():
+        if not isinstance(arch, str) or not isinstance(cases, dict):
+            raise IngestError(f"{where}: MEASURED_DISPATCH maps architecture names to dicts, not {arch!r}: {cases!r}")
+        for case, choice in cases.items():
+            if not (isinstance(case, tuple) and len(case) == 2
+                    and all(type(size) is int and size >= 1 for size in case)):  # noqa: E721
+                raise IngestError(f"{where}: {arch} case {case!r} is not (batch, kv_len) of integers >= 1")
+            problem = choice_problem(choice)
+            if problem:
+                raise IngestError(f"{where}: {arch} {case}: bad choice {problem}")
+    for arch, provenance in measured_on.items():
+        if not isinstance(provenance, str):
+            raise IngestError(f"{where}: MEASURED_ON[{arch!r}] must be text, not {provenance!r}")
+    return table, measured_on, measured_times_us(text)
+
+
+def ingest(log_path, target_path, arch=None, force=False) -> str:
+    """Write the measured choices of every report block of the log at `log_path` into the
+    MEASURED DISPATCH block of the submission at `target_path`: blocks in order (later ones
+    override earlier ones per case), only `arch`'s entries when given, each through
+    merge_measured_table with the block's MEASURED_ON text + '; ingested from <log name>'.
+    Every block must parse and every choice be valid, and each used entry's `source` id
+    must be the target's source_id (unless force), before anything is written.
+    -> a summary of what was written. IngestError on any problem (the target untouched)."""
+    log_name, target = Path(log_path).name, Path(target_path)
+    try:
+        log_text = Path(log_path).read_text(encoding="utf-8", errors="replace")
+        source = target.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise IngestError(f"cannot read {exc.filename}: {exc.strerror}") from None
+    if TABLE_BEGIN not in source or TABLE_END not in source:
+        raise IngestError(f"{target} has no {TABLE_BEGIN!r} ... {TABLE_END!r} block to write into")
+    target_id = source_id(source)
+    merges, found_archs = [], set()
+    blocks = report_blocks(log_text, log_name)
+    for line_number, text in blocks:
+        where = f"{log_name} line {line_number}"
+        table, measured_on, times_us = parse_report_block(text, where)
+        found_archs |= {name for name, cases in table.items() if cases}
+        for name, cases in table.items():
+            if not cases or (arch is not None and name != arch):
+                continue
+            provenance = measured_on.get(name, "")
+            matched = SOURCE_PATTERN.search(provenance)
+            block_id = matched[1] if matched else None
+            if block_id != target_id and not force:
+                measured = f"submission source {block_id}" if block_id else "no `source <id>` in its MEASURED_ON"
+                raise IngestError(f"{where}: {name} was measured with {measured}, but {target.name} has source "
+                                  f"{target_id} (the file changed since that run; --force ingests anyway)")
+            merges.append((name, {case: (choice, times_us.get((name, case))) for case, choice in cases.items()},
+                           f"{provenance or 'no provenance'}; ingested from {log_name}"))
+    if not merges:
+        held = ", ".join(sorted(found_archs)) or "no measured choice"
+        wanted = f"no entry for --arch {arch}" if arch is not None else "nothing to ingest"
+        raise IngestError(f"{wanted} in the {len(blocks)} report block(s) of {log_name} (they hold: {held})")
+    block = ""
+    for name, best, provenance in merges:
+        source, block = merge_measured_table(source, name, best, provenance)
+    target.write_text(source, encoding="utf-8")
+    written = {}
+    for name, best, _ in merges:
+        written.setdefault(name, set()).update(best)
+    counts = ", ".join(f"{len(cases)} case(s) for {name}" for name, cases in sorted(written.items()))
+    return (f"ingested {counts} from {len(blocks)} report block(s) of {log_name} into {target}; its block now "
+            f"reads:\n{block}")
+
+
+def run_ingest(options) -> int:
+    """ingest, from the command line: exit 0, or 2 with one line on stderr."""
+    target = options["target"] or str(HERE / "submission.py")
+    try:
+        print(ingest(options["log"], target, options["arch"], options["force"]))
+    except IngestError as exc:
+        print(f"ingest: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def finish_tuning(results, pool, options, case_file) -> int:
@@ -639,8 +1177,11 @@ def print_table(rows, floors, file=sys.stdout):
         print(line, file=file)
 
 
-USAGE = (f"usage: python eval.py {{{','.join(MODES)}}} [case file] [--json PATH] "
-         "[--runs N (tune)] [--no-write (tune)]; python eval.py --help says more")
+USAGE_LINES = ("python eval.py {test,benchmark,leaderboard,profile,tune} [case file] [--json PATH]",
+               "                      [--runs N (tune)] [--no-write (tune)]",
+               "python eval.py compare OTHER [case file] [--json PATH]",
+               "python eval.py ingest LOG [SUBMISSION] [--arch ARCH] [--force]")
+USAGE = "usage: " + " | ".join(" ".join(line.split()) for line in USAGE_LINES) + "; python eval.py --help says more"
 
 
 def _help_items(items: dict) -> list:
@@ -649,8 +1190,15 @@ def _help_items(items: dict) -> list:
             for name, text in items.items()]
 
 
+def _flag_help() -> dict:
+    """FLAGS with the modes each option applies to in front of its text."""
+    modes = {name: FLAG_SPECS[name.split()[0]].modes for name in FLAGS if name.split()[0] in FLAG_SPECS}
+    return {name: f"{', '.join(modes[name])}: {text}" if name in modes else text for name, text in FLAGS.items()}
+
+
 HELP = "\n".join([
-    f"usage: python eval.py {{{','.join(MODES)}}} [case file] [options]",
+    "usage: " + USAGE_LINES[0],
+    *[("       " if line.startswith("python") else "") + line for line in USAGE_LINES[1:]],
     "",
     "The case file defaults to tests.txt (test) or benchmarks.txt (the other modes) on a GPU,",
     "and to tests_cpu.txt without one (the kernels then run in Triton's interpreter).",
@@ -659,47 +1207,75 @@ HELP = "\n".join([
     *_help_items(MODES),
     "",
     "options:",
-    *_help_items(FLAGS),
+    *_help_items(_flag_help()),
     "",
-    "environment: POPCORN_FD=<fd> writes the protocol lines to that fd, as the leaderboard's",
-    "runner (exit 0 pass, 112 a check failed, 113 a malformed case line, 2 bad arguments);",
-    "POPCORN_SEED=<int> is mixed into every case seed; MLA_EVAL_CPU_BUDGET_S (default 5) caps",
-    "the seconds of timed calls per case without a GPU.",
+    "environment: POPCORN_FD=<fd> makes eval.py the leaderboard's runner: its four modes only,",
+    "the protocol lines on that fd, exit 0 pass (and always for leaderboard and profile, as the",
+    "runner: `check: fail` tells), 112 a test or benchmark case failed, 113 a malformed case",
+    "line, 2 bad arguments; POPCORN_SEED=<int> is mixed into every case seed;",
+    "MLA_EVAL_CPU_BUDGET_S (default 5) caps the seconds of timed calls per case without a GPU.",
+    "Other exit statuses: compare 112 when a case failed, ingest 2 on any problem (the",
+    "submission file then untouched).",
 ])
 
 
+def _usage_error(message: str) -> int:
+    print(f"{message}; {USAGE}", file=sys.stderr)
+    return 2
+
+
 def _parse_args(argv, popcorn):
-    """-> (mode, case file, options) or an exit code."""
+    """-> (mode, case file or None, options) or an exit code. With POPCORN_FD a mode that is
+    not the runner's comes back as it is (main reads the case file, then exits 2, as the
+    runner); without it, an unknown mode or option, a flag of another mode, a missing or
+    extra positional argument is exit 2 with the usage."""
     if popcorn and len(argv) < 2:
         return 2  # the runner's rule
     if "-h" in argv or "--help" in argv:
         print(HELP)
         return 0
-    options = {"json": None, "runs": 30, "write": True}
-    for flag, key, convert in (("--json", "json", str), ("--runs", "runs", int)):
-        if flag in argv:
-            i = argv.index(flag)
+    options, given = dict(OPTION_DEFAULTS), []
+    for name, flag in FLAG_SPECS.items():
+        if name not in argv:
+            continue
+        index = argv.index(name)
+        if flag.convert is None:
+            options[flag.key] = flag.switch_value
+            argv = argv[:index] + argv[index + 1:]
+        else:
             try:
-                options[key] = convert(argv[i + 1])
+                options[flag.key] = flag.convert(argv[index + 1])
             except (IndexError, ValueError):
-                print(f"{flag} needs a value; {USAGE}", file=sys.stderr)
-                return 2
-            argv = argv[:i] + argv[i + 2:]
+                return _usage_error(f"{name} needs a value")
+            argv = argv[:index] + argv[index + 2:]
+        given.append(name)
     if options["runs"] < 1:
         print(f"--runs needs at least 1 timed call, not {options['runs']}", file=sys.stderr)
         return 2
-    if "--no-write" in argv:
-        options["write"] = False
-        argv = [a for a in argv if a != "--no-write"]
     unknown = [a for a in argv if a.startswith("-")]
     if unknown:
-        print(f"unknown option {unknown[0]}; {USAGE}", file=sys.stderr)
-        return 2
-    if not argv or argv[0] not in MODES:
-        print(USAGE, file=sys.stderr)
-        return 2
+        return _usage_error(f"unknown option {unknown[0]}")
+    if not argv:
+        return _usage_error("no mode")
     mode = argv[0]
-    cases = argv[1] if len(argv) > 1 else str(HERE / (DEFAULT_CASES[mode] if HAS_GPU else CPU_CASES))
+    if popcorn and mode not in RUNNER_MODES:
+        return mode, argv[1], options
+    if mode not in MODES:
+        return _usage_error(f"unknown mode {mode!r}")
+    misplaced = [name for name in given if mode not in FLAG_SPECS[name].modes]
+    if misplaced:
+        return _usage_error(f"{misplaced[0]} applies to {', '.join(FLAG_SPECS[misplaced[0]].modes)}, not {mode}")
+    wanted = POSITIONALS.get(mode, DEFAULT_POSITIONALS)
+    values = argv[1:]
+    if len(values) > len(wanted) and not popcorn:  # the runner ignores extra arguments
+        return _usage_error(f"too many arguments for {mode}: {' '.join(values[len(wanted):])}")
+    for index, (key, name, required) in enumerate(wanted):
+        if index >= len(values) and required:
+            return _usage_error(f"{mode} needs {name}")
+        options[key] = values[index] if index < len(values) else None
+    cases = options.pop("cases", None)
+    if cases is None and mode != "ingest":
+        cases = str(HERE / (DEFAULT_CASES[mode] if HAS_GPU else CPU_CASES))
     return mode, cases, options
 
 
@@ -709,6 +1285,9 @@ def main():
     if isinstance(parsed, int):
         return parsed
     mode, case_file, options = parsed
+    runner_only = bool(fd) and mode not in RUNNER_MODES  # the runner reads the cases, then returns 2
+    if mode == "ingest" and not runner_only:
+        return run_ingest(options)
     json_path = options["json"]
     try:
         _cpu_budget_s()
@@ -720,20 +1299,35 @@ def main():
     seed = int(seed) if seed else None
     set_seed(seed or 42)
     tests = get_test_cases(case_file, seed)
+    if runner_only:
+        return 2
+    if mode == "compare" and not Path(options["other"]).is_file():
+        print(f"compare: {options['other']} is not a file", file=sys.stderr)
+        return 2
+    tuning = ""
     with PopcornOutput(int(fd) if fd else None) as logger:
-        context = multiprocessing.get_context("spawn")
-        with context.Pool(1, initializer=_worker_init) as pool:
-            floors = pool.apply(_measure_floors) if (not fd and mode in ("benchmark", "leaderboard")) else {}
-            if mode == "test":
-                return run_testing(logger, pool, tests)
-            if mode == "profile":
-                return run_profiling(logger, pool, tests)
-            if mode == "tune":
-                return finish_tuning(run_tuning(pool, tests, options["runs"]), pool, options, case_file)
-            code, results = run_benchmarking(logger, pool, tests, recheck=(mode == "leaderboard"))
-            if fd:
-                return code
-            tuning = pool.apply(_tuning_report)
+        if mode == "profile":
+            code, rows = run_profiling(logger, tests)
+        else:
+            context = multiprocessing.get_context("spawn")
+            with context.Pool(1, initializer=_worker_init) as pool:
+                if mode == "test":
+                    return run_testing(logger, pool, tests)
+                if mode == "tune":
+                    return finish_tuning(run_tuning(pool, tests, options["runs"]), pool, options, case_file)
+                if mode == "compare":
+                    return run_compare(pool, tests, str(Path(options["other"]).resolve()), json_path, case_file)
+                floors = pool.apply(_measure_floors) if not fd else {}
+                code, results = run_benchmarking(logger, pool, tests, mode)
+                if not fd:
+                    tuning = pool.apply(_tuning_report)
+    if fd:
+        return code
+    if mode == "profile":
+        print("\n" + "\n\n".join(row["report"] for row in rows))
+        if json_path:
+            write_json(json_path, mode, case_file, _environment(), rows=rows)
+        return code
     rows = summary_rows(results, floors)
     if rows:
         print_table(rows, floors)

@@ -36,8 +36,8 @@ SCALE_LAYOUTS = ("padded", "trimmed")
 
 # The runner's rule (see ../shared/notes/leaderboard.md) and the README's stricter numbers,
 # reported for information only: MXFP4 KV cannot meet them on short sequences.
+# (The 5% of elements allowed to miss is utils.match_reference's default, as in the runner.)
 CHECK_RTOL = CHECK_ATOL = 1e-1
-CHECK_MAX_MISMATCH_RATIO = 0.05
 README_RTOL, README_ATOL = 2e-2, 8e-3
 
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # magnitude codes 0..7; bit 3 = sign
@@ -363,44 +363,38 @@ def ref_kernel(data: input_t) -> output_t:
     return emulated_a8w8(data)
 
 
-def runner_rule(output: torch.Tensor, expected: torch.Tensor, max_print: int = 5) -> tuple[bool, list]:
-    """The runner's rule: an element mismatches when |out - ref| > 0.1 + 0.1 |ref| or its
-    NaN/inf-ness differs; at most 5% may. -> (ok, lines naming the count, the ratio, the
-    largest error and the first mismatches). Computed here rather than through utils.py so
-    that this file gives the same verdict beside the runner's utils.py."""
-    out_f, exp_f = output.float(), expected.float()
-    diff = (out_f - exp_f).abs()
-    bad = diff > CHECK_ATOL + CHECK_RTOL * exp_f.abs()
-    bad |= torch.isnan(out_f) ^ torch.isnan(exp_f)
-    bad |= torch.isposinf(out_f) ^ torch.isposinf(exp_f)
-    bad |= torch.isneginf(out_f) ^ torch.isneginf(exp_f)
-    count = int(bad.count_nonzero())
-    ratio = count / max(bad.numel(), 1)
-    finite = torch.isfinite(diff)
-    lines = [f"Maximum error: {float(diff[finite].max()) if bool(finite.any()) else float('nan'):.6g}"]
-    if count:
-        lines.insert(0, f"Number of mismatched elements: {count} ({ratio:.4%} of {bad.numel()}, "
-                        f"allowed {CHECK_MAX_MISMATCH_RATIO:.2%})")
-        for index in torch.nonzero(bad)[:max_print]:
-            i = tuple(index.tolist())
-            lines.append(f"ERROR at {i}: {out_f[i].item():.6g} {exp_f[i].item():.6g}")
-    return ratio <= CHECK_MAX_MISMATCH_RATIO, lines
+def runner_rule(output: torch.Tensor, expected: torch.Tensor, data=None) -> tuple[bool, str]:
+    """The runner's rule: utils.match_reference(data, output, reference=ref_kernel,
+    rtol=atol=0.1) with `expected` in place of ref_kernel's answer. Stage 1: every element
+    within 0.1 + 0.1 |expected| (tolerance in bf16, NaN/inf by kind); if not, stage 2: at most
+    5% of the elements not torch.isclose (in bf16). `data` (an MLA input, which alone gets
+    stage 2) defaults to a bare MLA config. -> (ok, message).
+
+    It goes through whichever utils.py sits beside this file, as the runner's reference.py
+    does (make_match_reference): beside the runner's utils.py the verdict is the runner's by
+    construction, beside ours it is too (tests/test_correctness_rule.py) and the message
+    says more.
+    """
+    from utils import match_reference
+    if data is None:
+        data = (None, None, None, None, make_config(1, 1, 1))
+    return match_reference(data, output, reference=lambda _: expected, rtol=CHECK_RTOL, atol=CHECK_ATOL)
 
 
 def check_implementation(data: input_t, output: output_t) -> tuple[bool, str]:
-    """The runner's rule (runner_rule) against ref_kernel; the message gives the maximum
-    error, the mismatch ratio, the first mismatches, and for information the ratio outside
-    the README's rtol 2e-2 / atol 8e-3.
-    """
+    """The runner's verdict (runner_rule against ref_kernel). The message gives the maximum
+    error, the mismatch count, the first mismatches, and for information the share outside
+    the README's rtol 2e-2 / atol 8e-3 and an output dtype other than bf16 (which the
+    runner accepts when stage 1 passes)."""
     expected = ref_kernel(data)
     if not isinstance(output, torch.Tensor):
-        return False, f"output must be a torch.Tensor, got {type(output).__name__}"
+        return False, f"output must be a torch.Tensor, got {type(output).__name__} (the runner's check raises)"
+    good, message = runner_rule(output, expected, data)
+    notes = []
+    if output.shape == expected.shape:
+        diff = (output.float() - expected.float()).abs()
+        outside = (diff > README_ATOL + README_RTOL * expected.float().abs()).float().mean().item()
+        notes.append(f"(info) outside README rtol {README_RTOL}/atol {README_ATOL}: {outside:.2%}")
     if output.dtype != torch.bfloat16:
-        return False, f"output dtype must be torch.bfloat16, got {output.dtype}"
-    if output.shape != expected.shape:
-        return False, f"SIZE MISMATCH: output {tuple(output.shape)}, expected {tuple(expected.shape)}"
-    good, lines = runner_rule(output, expected)
-    diff = (output.float() - expected.float()).abs()
-    outside = (diff > README_ATOL + README_RTOL * expected.float().abs()).float().mean().item()
-    lines.append(f"(info) outside README rtol {README_RTOL}/atol {README_ATOL}: {outside:.2%}")
-    return good, "; ".join(lines)
+        notes.append(f"(info) output dtype {output.dtype}; the task's output is torch.bfloat16")
+    return good, "\\n".join([message, *notes])

@@ -102,3 +102,80 @@ def test_wrong_submission_fails_check_with_a_useful_message(workdir):
     code, lines, _, _ = run_eval(workdir, "test", ONE_CASE)
     assert code == 112 and lines["check"] == "fail" and lines["test.0.status"] == "fail"
     assert "mismatched elements" in lines["test.0.error"] and "ERROR at" in lines["test.0.error"]
+
+
+# --- how each mode reports a failed case, as the runner's eval.py -------------------------
+
+THREE_CASES = "".join(f"batchsize: {batch}; qseqlen: 1; kvseqlen: 17; seed: {batch}\n" for batch in (2, 3, 4))
+QUICK = {"MLA_EVAL_CPU_BUDGET_S": "0.2"}  # the fewest timed calls (3) per case
+
+# Right answers, except for batch 3: wrong (FAILS) or an exception (RAISES); every call says
+# in which process it ran, and that process's parent.
+STAND_IN = '''
+import os, sys
+import torch
+from reference import exact_attention
+
+def custom_kernel(data):
+    print(f"submission: process {{os.getpid()}}, parent {{os.getppid()}}", file=sys.stderr, flush=True)
+    out = exact_attention(data).to(torch.bfloat16)
+    if data[4]["batch_size"] == 3:
+        {on_batch_3}
+    return out
+'''
+FAILS_ON_BATCH_3 = STAND_IN.format(on_batch_3="return -out")
+RAISES_ON_BATCH_3 = STAND_IN.format(on_batch_3='raise RuntimeError("batch 3 is broken")')
+
+
+def test_benchmark_reports_a_failed_case_and_runs_the_next(workdir):
+    """The runner's benchmark: the spec line before the case, then its stats or status fail +
+    error; the next case runs; `check: fail` and exit 112 at the end."""
+    (workdir / "submission.py").write_text(FAILS_ON_BATCH_3)
+    code, lines, _, stderr = run_eval(workdir, "benchmark", THREE_CASES, env_extra=QUICK)
+    assert code == 112, stderr
+    keys = list(lines)
+    assert keys.index("benchmark.1.spec") < keys.index("benchmark.1.status") < keys.index("benchmark.2.spec")
+    assert lines["benchmark.1.status"] == "fail" and "mismatched elements" in lines["benchmark.1.error"]
+    assert int(lines["benchmark.0.runs"]) >= 3 and int(lines["benchmark.2.runs"]) >= 3
+    assert "benchmark.2.status" not in lines and keys[-1] == "check" and lines["check"] == "fail"
+
+
+def test_leaderboard_stops_at_the_first_failed_case_and_exits_0(workdir):
+    """The runner's leaderboard: the spec line after the case, the first failure ends the
+    run with `check: fail`, and the exit status is 0 (its main returns None there)."""
+    (workdir / "submission.py").write_text(FAILS_ON_BATCH_3)
+    code, lines, _, stderr = run_eval(workdir, "leaderboard", THREE_CASES, env_extra=QUICK)
+    assert code == 0, stderr
+    assert lines["benchmark-count"] == "3" and int(lines["benchmark.0.runs"]) >= 3
+    assert lines["benchmark.1.status"] == "fail" and lines["check"] == "fail"
+    assert not [key for key in lines if key.startswith("benchmark.2.")]
+
+
+@pytest.mark.parametrize("mode, spec_written", [("benchmark", True), ("leaderboard", False)])
+def test_spec_line_before_the_case_in_benchmark_after_it_in_leaderboard(workdir, mode, spec_written):
+    """A case that raises ends the run with a traceback (as the runner); benchmark wrote its
+    spec line before it ran, leaderboard writes it after."""
+    (workdir / "submission.py").write_text(RAISES_ON_BATCH_3)
+    code, lines, _, stderr = run_eval(workdir, mode, THREE_CASES, env_extra=QUICK)
+    assert code == 1 and "batch 3 is broken" in stderr
+    assert ("benchmark.1.spec" in lines) is spec_written
+    assert "benchmark.0.mean" in lines and "check" not in lines
+
+
+@pytest.mark.parametrize("mode, in_main_process", [("profile", True), ("test", False)])
+def test_profile_runs_in_the_main_process_others_in_the_worker(workdir, mode, in_main_process):
+    (workdir / "submission.py").write_text(FAILS_ON_BATCH_3)
+    code, lines, _, stderr = run_eval(workdir, mode, THREE_CASES.splitlines()[0] + "\n")
+    assert code == 0 and lines["check"] == "pass", stderr
+    parents = set(re.findall(r"submission: process \d+, parent (\d+)", stderr))
+    assert parents and (parents == {str(os.getpid())}) is in_main_process  # this test started eval.py
+
+
+@pytest.mark.parametrize("cases, expected_code", [(ONE_CASE, 2), ("batchsize: 2; nonsense\n", 113)],
+                         ids=["good-cases", "malformed-cases"])
+def test_popcorn_fd_takes_only_the_runners_modes(workdir, cases, expected_code):
+    """With POPCORN_FD a mode that is not the runner's reads the case file (113 when it is
+    malformed), then exits 2 without a protocol line, as the runner."""
+    (workdir / "submission.py").write_text(FAILS_ON_BATCH_3)  # no tune_candidates: tune would fail at once
+    code, lines, _, stderr = run_eval(workdir, "tune", cases)
+    assert code == expected_code and not lines, stderr

@@ -1,7 +1,7 @@
 """Mutation check: every small deliberate bug in tools/mutations.py (and the harness ones in
 tools/mutations_harness.py) must make the tests listed with it fail.
 
-    python tools/mutate.py [--only SUBSTRING] [--list] [--jobs N]
+    python tools/mutate.py [--only SUBSTRING] [--file mutations.py|mutations_harness.py] [--list] [--jobs N]
 
 The repository (tracked and untracked, not ignored files) is copied to a temporary
 directory; first the union of the listed tests must PASS there unmodified (the control),
@@ -23,9 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 900
 
 
-def load_mutations():
+MUTATION_FILES = ("mutations.py", "mutations_harness.py")
+
+
+def load_mutations(files=MUTATION_FILES):
+    """The MUTATIONS of each file in tools/ (the kernel's, the harness's)."""
     found = []
-    for name in ("mutations.py", "mutations_harness.py"):
+    for name in files:
         path = ROOT / "tools" / name
         if path.exists():
             spec = importlib.util.spec_from_file_location(path.stem, path)
@@ -77,10 +81,12 @@ def check_one(pristine: Path, mutation):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="run the mutations whose name contains this")
+    parser.add_argument("--file", choices=MUTATION_FILES, help="run only this file's mutations")
     parser.add_argument("--list", action="store_true")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     options = parser.parse_args()
-    mutations = [m for m in load_mutations() if not options.only or options.only in m["name"]]
+    mutations = [m for m in load_mutations((options.file,) if options.file else MUTATION_FILES)
+                 if not options.only or options.only in m["name"]]
     if options.list:
         for m in mutations:
             print(f"{m['name']:<62} {m['path']:<14} {' '.join(m['args'])}")
