@@ -306,7 +306,7 @@ MERGE_DIRECT, MERGE_COMBINE, MERGE_FUSED = 0, 1, 2
 MERGE_NAMES = {MERGE_DIRECT: "direct", MERGE_COMBINE: "combine", MERGE_FUSED: "fused"}
 BF16_SCORES, SCALED_SCORES = 0, 1
 FAMILY_NAMES = {BF16_SCORES: "bf16", SCALED_SCORES: "scaled"}
-COMBINE_MAX_CHUNK = 16  # splits the combine kernel holds in registers at once (a running rescale across chunks)
+COMBINE_MAX_CHUNK = 32  # splits the combine kernel holds in registers at once (a running rescale across chunks)
 FUSED_MERGE_HEADS = 4  # heads the FUSED merge holds at once (8 or 16 spill the 8-warp SCALED form on gfx950)
 ROPE_PAD_BYTES = 64  # SCALED: the 64 rope dims padded to 128 (the scaled instruction's K), as e2m1 pairs
 
@@ -661,8 +661,8 @@ def _per_head(x, TRANSPOSED: tl.constexpr):
 @triton.jit
 def _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, head0, qk_scale_log2, value_scale,
                   HEADS: tl.constexpr, CHUNK: tl.constexpr):
-    """out[seq, head0 : head0 + HEADS, :] from the num_splits partials of seq, CHUNK splits
-    at a time with a running rescale (so any split count fits in registers):
+    """FUSED: out[seq, head0 : head0 + HEADS, :] from the num_splits partials of seq, CHUNK
+    splits at a time with a running rescale (so any split count fits in registers):
     out = value_scale * sum_s w_s acc_s / sum_s w_s l_s, w_s = 2^((m_s - max m) * qk_scale_log2).
     A NaN max (an invalid range) makes the rows NaN; no weight at all (empty) makes zeros.
     The partials are read past the L1 (.cg): in the FUSED merge other programs wrote them."""
@@ -794,10 +794,38 @@ def _mla_split_kernel(
 @triton.jit(do_not_specialize=["num_splits"])
 def _mla_combine_kernel(out_ptr, part_acc_ptr, part_ml_ptr, num_splits, qk_scale_log2, value_scale,
                         CHUNK: tl.constexpr):
-    """COMBINE: merge the splits of one (sequence, head), grid (batch, 16): _merge_splits
-    over part_acc / part_ml as _mla_split_kernel wrote them, CHUNK splits at a time."""
-    _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, tl.program_id(0), num_splits, tl.program_id(1),
-                  qk_scale_log2, value_scale, 1, CHUNK)
+    """COMBINE: merge the splits of one (sequence, head), grid (batch, 16), from part_acc /
+    part_ml as _mla_split_kernel wrote them: CHUNK splits' (CHUNK, 512) rows loaded at once
+    (one round trip when num_splits <= CHUNK), a running rescale across chunks (any split
+    count fits in registers); the rules of _merge_splits (NaN rows for an invalid range,
+    zeros for an empty sequence)."""
+    seq = tl.program_id(0)
+    head = tl.program_id(1)
+    dims = tl.arange(0, V_DIM_C)
+    m_run = float("-inf")
+    l_run = 0.0
+    acc_run = tl.zeros([V_DIM_C], tl.float32)
+    invalid = 0
+    for first in range(0, num_splits, CHUNK):
+        splits = first + tl.arange(0, CHUNK)
+        in_range = splits < num_splits
+        parts = seq * num_splits + splits
+        m = tl.load(part_ml_ptr + parts * (2 * NUM_HEADS_C) + head, mask=in_range, other=float("-inf"))
+        l = tl.load(part_ml_ptr + parts * (2 * NUM_HEADS_C) + NUM_HEADS_C + head, mask=in_range, other=0.0)
+        acc = tl.load(part_acc_ptr + (parts[:, None] * NUM_HEADS_C + head) * V_DIM_C + dims[None, :],
+                      mask=in_range[:, None], other=0.0)
+        invalid = tl.maximum(invalid, tl.max((m != m).to(tl.int32), axis=0))
+        m = tl.where(m != m, float("-inf"), m)
+        m_new = tl.maximum(m_run, tl.max(m, axis=0))
+        m_ref = tl.where(m_new > float("-inf"), m_new, 0.0)  # exp2(-inf) = 0 for empty splits
+        run_weight = tl.exp2((m_run - m_ref) * qk_scale_log2)
+        weight = tl.exp2((m - m_ref) * qk_scale_log2)
+        acc_run = acc_run * run_weight + tl.sum(acc * weight[:, None], axis=0)
+        l_run = l_run * run_weight + tl.sum(l * weight, axis=0)
+        m_run = m_new
+    norm = tl.where(l_run > 0, value_scale / l_run, 0.0)
+    norm = tl.where(invalid > 0, float("nan"), norm)
+    tl.store(out_ptr + (seq * NUM_HEADS_C + head) * V_DIM_C + dims, (acc_run * norm).to(tl.bfloat16))
 
 
 # Compile-time constants the kernels read as globals (Triton accepts tl.constexpr globals).

@@ -53,12 +53,12 @@ def test_each_merge_matches_exact_attention_with_empty_and_single_token_ranges(f
 
 @pytest.mark.parametrize("merge_name", ["combine", "fused"])
 def test_more_splits_than_the_combine_kernel_holds_at_once(fresh_plans, monkeypatch, merge_name):
-    """32 splits (the combine kernel takes COMBINE_MAX_CHUNK = 16 at a time, with a running
-    rescale across chunks): a long sequence of 1-2 tiles per split and a short one whose
-    splits are mostly empty."""
+    """64 splits (the combine kernel takes COMBINE_MAX_CHUNK = 32 at a time, with a running
+    rescale across chunks): a long sequence of at most one tile per split and a short one
+    whose splits are mostly empty."""
     sub = fresh_plans
-    assert 32 > sub.COMBINE_MAX_CHUNK
-    use_launch(sub, monkeypatch, (2, 600), 16, 32, sub.BF16_SCORES, getattr(sub, f"MERGE_{merge_name.upper()}"))
+    assert 64 > sub.COMBINE_MAX_CHUNK
+    use_launch(sub, monkeypatch, (2, 600), 16, 64, sub.BF16_SCORES, getattr(sub, f"MERGE_{merge_name.upper()}"))
     data = ref.generate_input(2, 1, 600, seed=72, kv_lens=[600, 17])
     assert_matches_exact(sub.custom_kernel(data), data)
 

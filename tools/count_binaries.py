@@ -15,6 +15,7 @@ default launch.
 """
 import argparse
 import json
+from concurrent.futures import ThreadPoolExecutor
 import os
 import subprocess
 import sys
@@ -88,14 +89,14 @@ def main(argv=None):
     parser.add_argument("--family", choices=("dispatched", "bf16", "scaled"), default="dispatched")
     parser.add_argument("--cases", help="BATCHxKV_LEN,... (default: the 8 leaderboard cases)")
     parser.add_argument("--json", help="write the records here")
+    parser.add_argument("--jobs", type=int, default=1, help="cases counted at once (each its own process and cache)")
     options = parser.parse_args(argv)
     seeds = {(b, n): s for b, n, s in LEADERBOARD}
     cases = LEADERBOARD if not options.cases else [
         (int(b), int(n), seeds.get((int(b), int(n)), 1)) for b, n in (c.split("x") for c in options.cases.split(","))]
-    records = []
-    for batch, kv_len, seed in cases:
-        record = count_case(batch, kv_len, seed, options.family)
-        records.append(record)
+    with ThreadPoolExecutor(options.jobs) as pool:
+        records = list(pool.map(lambda case: count_case(*case, options.family), cases))
+    for (batch, kv_len, _), record in zip(cases, records):
         if "error" in record:
             print(f"({batch}, {kv_len}) {options.family}: FAILED\n{record['error']}")
             continue

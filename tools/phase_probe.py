@@ -1,13 +1,14 @@
 """Where one call's time goes: its kernels, and one program's chain of dependent phases.
 
-    python tools/phase_probe.py [--cases 4x1024,64x1024,...] [--runs N] [--json PATH]
+    python tools/phase_probe.py [--cases 4x1024,64x1024,...] [--choices SPEC] [--runs N] [--json PATH]
 
-Per leaderboard case (default all 8), in the dispatched choice (submission.choose):
+Per leaderboard case (default all 8), in the dispatched choice (submission.choose) or in each
+choice of SPEC (tools/sweep.py's: 'table' or tuples like 'triton,64,4,16,2,0,2'):
   * event us: the call timed as the runner times it (cache flush queued, device events
     around the call; the median of --runs calls);
   * kernels: each GPU kernel's time in one call (torch.profiler), their sum, and the rest of
     the event time (launch gaps);
-  * phases: the split kernel run once with its phase probes on (PROBE: each program waits for
+  * phases: the split kernel (either family) run once with its phase probes on (PROBE: each program waits for
     the data of a phase, synchronizes its warps and stores the SM clock), as the median over
     programs of the time since the program started: range (kv_indptr read), q loaded, the first
     and the last tile's loads / scores / softmax / values, all tiles done, partials or output
@@ -29,8 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+from interpreter_setup import use_interpreter_without_gpu  # noqa: E402
+
+use_interpreter_without_gpu()
 
 LEADERBOARD = [(4, 1024, 4217), (4, 8192, 4220), (32, 1024, 5412), (32, 8192, 5415),
                (64, 1024, 1357), (64, 8192, 1360), (256, 1024, 9823), (256, 8192, 9826)]
@@ -79,29 +81,32 @@ def kernel_times_us(run):
     return times
 
 
-def probe_case(sub, batch, kv_len, seed, runs):
-    """One case: the dispatched choice, event times, kernel times and the phase table."""
+def probe_case(sub, batch, kv_len, seed, runs, choice):
+    """One case in one choice: event times, kernel times and the phase table."""
     import reference
     data = reference.generate_input(batch, 1, kv_len, seed)
     q, kv_data, qo_indptr, kv_indptr, config = data
     device = q.device
-    choice = sub.choose(batch, kv_len, device)
-    sub.custom_kernel(data)  # builds and checks the plan
-    event_us = [sub.time_call_us(lambda: sub.custom_kernel(data), device) for _ in range(runs)]
-    kernels = kernel_times_us(lambda: sub.custom_kernel(data))
-    plan = next(reversed(sub._PLANS.values()))
+
+    def call():
+        return sub._run_choice(choice, q, kv_data, qo_indptr, kv_indptr, batch, config["sm_scale"])
+    plan = call()[1]  # builds and checks the plan
+    event_us = [sub.time_call_us(call, device) for _ in range(runs)]
+    kernels = kernel_times_us(call)
     record = {"batch": batch, "kv_len": kv_len, "choice": list(choice),
               "event_us": statistics.median(event_us), "kernels_us": kernels,
               "kernel_sum_us": sum(kernels.values())}
-    if choice[0] != "triton" or plan.variant.scores != sub.BF16_SCORES:
-        record["phases"] = "not probed: the probes are in the BF16 family's split kernel"
+    if choice[0] != "triton":
+        record["phases"] = "not probed: aiter"
         return record
     packed, scales = kv_data["mxfp4"]
     splits = plan.launch.num_splits
     probe = torch.full((batch * splits, sub.PROBE_SLOTS), UNSET, dtype=torch.int64, device=device)
     out = torch.empty((batch, sub.NUM_HEADS, sub.V_HEAD_DIM), dtype=torch.bfloat16, device=device)
-    args = (q, packed.view(torch.uint8), scales.view(torch.uint8), qo_indptr, kv_indptr, out,
-            plan.part_acc, plan.part_ml, config["sm_scale"], plan.q_quant)
+    args = (q, packed.view(torch.uint8), scales.view(torch.uint8), qo_indptr, kv_indptr, out, plan.scratch,
+            config["sm_scale"])
+    sub._attention(plan.variant, splits, *args, probe=probe)  # builds the probed form
+    probe.fill_(UNSET)
     record["probed_event_us"] = sub.time_call_us(
         lambda: sub._attention(plan.variant, splits, *args, probe=probe), device)
     table, launch = phase_table(probe.cpu(), sub.PROBE_PHASES, sub.PROBE_GLOBAL_START, sub.PROBE_GLOBAL_END)
@@ -133,23 +138,21 @@ def print_record(record, file=sys.stdout):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", help="BATCHxKV_LEN,... (default: the 8 leaderboard cases)")
+    parser.add_argument("--choices", default="table", help="SPEC as tools/sweep.py takes it")
     parser.add_argument("--runs", type=int, default=20, help="event-timed calls per case (median)")
     parser.add_argument("--json", help="write the records here")
     options = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        import interpreter_shim
-        sys.path.insert(0, str(ROOT / "tests"))
-        import asm_emulation
-        interpreter_shim.install()
-        asm_emulation.install()
     import submission as sub
+    from sweep import parse_choices
     seeds = {(b, n): s for b, n, s in LEADERBOARD}
     cases = LEADERBOARD if not options.cases else [
         (int(b), int(n), seeds.get((int(b), int(n)), 1)) for b, n in (c.split("x") for c in options.cases.split(","))]
     records = []
     for batch, kv_len, seed in cases:
-        records.append(probe_case(sub, batch, kv_len, seed, options.runs))
-        print_record(records[-1])
+        for choice in parse_choices(options.choices, sub.choose(batch, kv_len, torch.device(
+                "cuda" if torch.cuda.is_available() else "cpu"))):
+            records.append(probe_case(sub, batch, kv_len, seed, options.runs, choice))
+            print_record(records[-1])
     if options.json:
         Path(options.json).write_text(json.dumps(records, indent=1) + "\n")
     return records

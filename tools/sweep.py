@@ -1,0 +1,148 @@
+"""Time several choices of the same case side by side, as the runner times a call, alternating.
+
+    python tools/sweep.py --cases 4x1024,... [--choices SPEC] [--baseline FILE] [--rounds N] [--json PATH]
+
+Per case: one input (reference.generate_input with the leaderboard seed); each entry -- a
+choice of this submission (SPEC below) or, with --baseline, another submission file's own
+dispatch -- makes one checked call (the runner's rule, and every element within
+8e-3 + 2e-2 |float32 attention on the same MXFP4 data|, the SCALED family's with its own
+e4m3 Q), then --rounds rounds in which every entry makes one timed call (cache flush queued,
+device events around the call): the order of entries rotates each round, so the H200's drift
+falls on all of them alike. Prints per case each entry's mean and median us and its ratio to
+the first entry, and writes the rows to --json with device, versions, date and command.
+
+SPEC: 'table' (this file's dispatch for the case), or semicolon-separated tuples such as
+'triton,64,4,16,2,0,2' (the fields of a choice; 'same' in a field copies the table choice's).
+"""
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from interpreter_setup import use_interpreter_without_gpu  # noqa: E402
+
+use_interpreter_without_gpu()
+
+LEADERBOARD_SEEDS = {(4, 1024): 4217, (4, 8192): 4220, (32, 1024): 5412, (32, 8192): 5415, (64, 1024): 1357,
+                     (64, 8192): 1360, (256, 1024): 9823, (256, 8192): 9826}
+
+
+def load_module(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def parse_choices(spec, table_choice):
+    """SPEC -> choices for one case; 'same' fields copy the table choice's."""
+    choices = []
+    for item in spec.split(";"):
+        item = item.strip()
+        if item == "table":
+            choices.append(tuple(table_choice))
+            continue
+        fields = item.split(",")
+        choice = [fields[0]] + [table_choice[i] if f == "same" else int(f) for i, f in enumerate(fields[1:], 1)]
+        choices.append(tuple(choice))
+    return choices
+
+
+def checked(sub, data, out, scaled):
+    import reference
+    ok, message = reference.check_implementation(data, out)
+    q_for_exact = sub.quantize_q_reference(data[0])[2] if scaled else data[0]
+    exact = reference.exact_attention((q_for_exact, *data[1:]))
+    err = (out.float() - exact).abs()
+    within = bool((err <= 8e-3 + 2e-2 * exact.abs()).all())
+    return ok and within, message if not ok else ("" if within else f"max error {err.max().item():.3g}")
+
+
+def sweep_case(sub, baseline, batch, kv_len, spec, rounds):
+    import reference
+    data = reference.generate_input(batch, 1, kv_len, LEADERBOARD_SEEDS.get((batch, kv_len), 1))
+    device = data[0].device
+    entries = []
+    for choice in parse_choices(spec, sub.choose(batch, kv_len, device)):
+        def run(choice=choice):
+            return sub._run_choice(choice, data[0], data[1], data[2], data[3], batch, data[4]["sm_scale"])
+        entries.append({"name": sub.describe_choice(choice), "choice": list(choice), "run": lambda r=run: r()[0],
+                        "plan": run})
+    if baseline is not None:
+        entries.append({"name": "baseline " + baseline.__name__, "choice": None,
+                        "run": lambda: baseline.custom_kernel(data), "plan": None})
+    for entry in entries:
+        try:
+            out = entry["plan"]()[0] if entry["plan"] else entry["run"]()
+            plan = entry["plan"]()[1] if entry["plan"] else None
+            variant = getattr(plan, "variant", None)
+            entry["ran"] = variant.describe() if variant is not None else None
+            if plan is not None and plan.variant != plan.variants[0]:
+                entry["error"] = f"fell back: {plan.failures}"
+                continue
+            scaled = variant is not None and variant.scores == sub.SCALED_SCORES
+            ok, message = checked(sub, data, out, scaled)
+            entry["checked"] = ok
+            if not ok:
+                entry["error"] = message
+        except Exception as exc:  # noqa: BLE001 - reported, never timed
+            entry["error"] = f"{type(exc).__name__}: {exc}"[:300]
+    alive = [e for e in entries if "error" not in e]
+    for entry in alive:
+        entry["us"] = []
+    for index in range(rounds):
+        order = alive[index % len(alive):] + alive[:index % len(alive)] if alive else []
+        for entry in order:
+            entry["us"].append(sub.time_call_us(entry["run"], device))
+    rows = []
+    reference_us = statistics.mean(alive[0]["us"]) if alive else None
+    for entry in entries:
+        row = {k: v for k, v in entry.items() if k not in ("run", "plan")}
+        if "us" in entry:
+            row.update(mean_us=statistics.mean(entry["us"]), median_us=statistics.median(entry["us"]),
+                       ratio_to_first=statistics.mean(entry["us"]) / reference_us)
+        rows.append(row)
+    return {"batch": batch, "kv_len": kv_len, "rows": rows}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", required=True, help="BATCHxKV_LEN,...")
+    parser.add_argument("--choices", default="table", help="SPEC (see the module docstring)")
+    parser.add_argument("--baseline", help="another submission file, timed with its own dispatch")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--json")
+    options = parser.parse_args(argv)
+    os.environ.setdefault("MLA_TUNE", "0")
+    import submission as sub
+    import triton
+    baseline = load_module(options.baseline, Path(options.baseline).stem) if options.baseline else None
+    results = []
+    for case in options.cases.split(","):
+        batch, kv_len = (int(x) for x in case.split("x"))
+        result = sweep_case(sub, baseline, batch, kv_len, options.choices, options.rounds)
+        results.append(result)
+        print(f"\n({batch}, {kv_len})", flush=True)
+        for row in result["rows"]:
+            timing = (f"{row['mean_us']:8.1f} mean {row['median_us']:8.1f} median  x{row['ratio_to_first']:.3f}"
+                      if "mean_us" in row else f"not timed: {row.get('error')}")
+            print(f"  {row['name']:<40} {timing}", flush=True)
+    if options.json:
+        record = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                  "command": "python tools/sweep.py " + " ".join(sys.argv[1:]),
+                  "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+                  "torch": torch.__version__, "triton": triton.__version__, "results": results}
+        Path(options.json).write_text(json.dumps(record, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
