@@ -307,6 +307,10 @@ MERGE_NAMES = {MERGE_DIRECT: "direct", MERGE_COMBINE: "combine", MERGE_FUSED: "f
 BF16_SCORES, SCALED_SCORES = 0, 1
 FAMILY_NAMES = {BF16_SCORES: "bf16", SCALED_SCORES: "scaled"}
 COMBINE_MAX_CHUNK = 32  # splits the combine kernel holds in registers at once (a running rescale across chunks)
+# Output dims per combine program (grid (batch, 16, 512 / dims)): all 512 when batch x 16
+# programs fill the SMs, else 256 (H200, results/h200_sweep_v8_combine_dims.json: 256 dims
+# 1.03-1.04x faster for batch 4, 1.05-1.08x slower for batch 32-64).
+COMBINE_DIMS_SPLIT = 256
 FUSED_MERGE_HEADS = 4  # heads the FUSED merge holds at once (8 or 16 spill the 8-warp SCALED form on gfx950)
 ROPE_PAD_BYTES = 64  # SCALED: the 64 rope dims padded to 128 (the scaled instruction's K), as e2m1 pairs
 
@@ -793,18 +797,18 @@ def _mla_split_kernel(
 
 @triton.jit(do_not_specialize=["num_splits"])
 def _mla_combine_kernel(out_ptr, part_acc_ptr, part_ml_ptr, num_splits, qk_scale_log2, value_scale,
-                        CHUNK: tl.constexpr):
-    """COMBINE: merge the splits of one (sequence, head), grid (batch, 16), from part_acc /
-    part_ml as _mla_split_kernel wrote them: CHUNK splits' (CHUNK, 512) rows loaded at once
-    (one round trip when num_splits <= CHUNK), a running rescale across chunks (any split
-    count fits in registers); the rules of _merge_splits (NaN rows for an invalid range,
-    zeros for an empty sequence)."""
+                        CHUNK: tl.constexpr, DIMS: tl.constexpr):
+    """COMBINE: merge the splits of one (sequence, head, DIMS output dims), grid (batch, 16,
+    512 / DIMS), from part_acc / part_ml as _mla_split_kernel wrote them: CHUNK splits'
+    (CHUNK, DIMS) rows loaded at once (one round trip when num_splits <= CHUNK), a running
+    rescale across chunks (any split count fits in registers); the rules of _merge_splits
+    (NaN rows for an invalid range, zeros for an empty sequence)."""
     seq = tl.program_id(0)
     head = tl.program_id(1)
-    dims = tl.arange(0, V_DIM_C)
+    dims = tl.program_id(2) * DIMS + tl.arange(0, DIMS)
     m_run = float("-inf")
     l_run = 0.0
-    acc_run = tl.zeros([V_DIM_C], tl.float32)
+    acc_run = tl.zeros([DIMS], tl.float32)
     invalid = 0
     for first in range(0, num_splits, CHUNK):
         splits = first + tl.arange(0, CHUNK)
@@ -1228,11 +1232,18 @@ def make_scratch(batch, num_splits, device, variants):
                    buffer(batch * NUM_HEADS * SCALE_COLS, torch.uint8, scaled))
 
 
-def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, sm_scale, probe=None):
+def combine_dims(batch, num_sms):
+    """Output dims per combine program (a constexpr of the combine kernel: a plan fixes it
+    from its real batch, and its self-check launches the same)."""
+    return V_HEAD_DIM if batch * NUM_HEADS >= num_sms else COMBINE_DIMS_SPLIT
+
+
+def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, sm_scale, dims,
+               probe=None):
     """One call in one variant: the split kernel (grid num_splits x batch) and, when the
-    variant merges with the combine kernel, that kernel (grid batch x 16). packed / scales
-    are the uint8 views. probe: an int64 (batch * num_splits, PROBE_SLOTS) tensor for the
-    split kernel's phase probes (tools/phase_probe.py), else None."""
+    variant merges with the combine kernel, that kernel (grid batch x 16 x 512 / dims).
+    packed / scales are the uint8 views. probe: an int64 (batch * num_splits, PROBE_SLOTS)
+    tensor for the split kernel's phase probes (tools/phase_probe.py), else None."""
     batch = out.shape[0]
     shift = 2.0 ** (0 if variant.scores == SCALED_SCORES else LOG2_SHIFT[variant.convert])
     qk_scale_log2 = sm_scale * LOG2E * shift
@@ -1247,9 +1258,10 @@ def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out
              PROBE=PROBE_OFF if probe is None else _probe_kind(q.device), num_warps=variant.num_warps,
              num_stages=variant.num_stages), variant.describe())
     if variant.merge == MERGE_COMBINE:
-        _launch_kernel(_mla_combine_kernel, (batch, NUM_HEADS),
+        _launch_kernel(_mla_combine_kernel, (batch, NUM_HEADS, V_HEAD_DIM // dims),
                        (out, scratch.part_acc, scratch.part_ml, num_splits, qk_scale_log2, value_scale),
-                       dict(CHUNK=min(num_splits, COMBINE_MAX_CHUNK), num_warps=4), variant.describe())
+                       dict(CHUNK=min(num_splits, COMBINE_MAX_CHUNK), DIMS=dims, num_warps=4),
+                       variant.describe())
 
 
 def _probe_kind(device):
@@ -1359,8 +1371,9 @@ def check_output(variant, q, packed, scales, kv_indptr, out, scratch, sm_scale, 
     return None
 
 
-def self_check(variant, num_splits, like, sm_scale):
-    """None when `variant` at `num_splits` computes attention right on the synthetic input
+def self_check(variant, num_splits, like, sm_scale, dims):
+    """None when `variant` at `num_splits` (and `dims` per combine program) computes
+    attention right on the synthetic input
     (_synthetic_case, laid out like the real call's (q, packed, scales) in `like`), else
     what disagreed (check_output). It launches exactly what the plan will: the same
     constexprs (merge included), the same stride and alignment classes, and total_kv and
@@ -1375,7 +1388,7 @@ def self_check(variant, num_splits, like, sm_scale):
     q, packed, scales, qo_indptr, kv_indptr = _synthetic_case(variant.block_n, like)
     out = torch.empty((2, NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=q.device)
     scratch = make_scratch(2, num_splits, q.device, [variant])
-    _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, sm_scale)
+    _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, sm_scale, dims)
     return check_output(variant, q, packed, scales, kv_indptr, out, scratch, sm_scale, [0, 1])
 
 
@@ -1393,10 +1406,11 @@ class _TritonPlan:
                                      launch.num_stages, launch.scores, launch.merge)
         self.variant = None  # chosen on the first run
         self.scratch = make_scratch(batch, launch.num_splits, device, self.variants)
+        self.combine_dims = combine_dims(batch, _num_sms(device))
         self.failures = []  # (variant, why) of the variants this plan dropped
 
     def _launch(self, variant, args):
-        _attention(variant, self.launch.num_splits, *args, self.scratch, self.sm_scale)
+        _attention(variant, self.launch.num_splits, *args, self.scratch, self.sm_scale, self.combine_dims)
 
     def _timed_check(self, variant, what, check):
         start = time.perf_counter()
@@ -1416,7 +1430,7 @@ class _TritonPlan:
                 continue
             try:
                 self._timed_check(variant, "self-check (synthetic input)", lambda: self_check(
-                    variant, self.launch.num_splits, (q, packed, scales), self.sm_scale))
+                    variant, self.launch.num_splits, (q, packed, scales), self.sm_scale, self.combine_dims))
                 self._launch(variant, args)
                 self._timed_check(variant, "check of the first call's output", lambda: check_output(
                     variant, q, packed, scales, kv_indptr, out, self.scratch, self.sm_scale, check_sample(self.batch)))
@@ -1766,14 +1780,14 @@ def _run_as_ranked(run_choice, choice):
 # --- BEGIN MEASURED DISPATCH ---
 MEASURED_DISPATCH = {
     'sm_90': {
-        (4, 1024): ('triton', 64, 4, 16, 2),  # 17.5 us
-        (4, 8192): ('triton', 64, 4, 32, 2),  # 31.0 us
-        (32, 1024): ('triton', 64, 4, 4, 2),  # 28.9 us
-        (32, 8192): ('triton', 64, 4, 8, 1),  # 95.1 us
-        (64, 1024): ('triton', 64, 4, 4, 1),  # 43.4 us
-        (64, 8192): ('triton', 64, 4, 4, 1),  # 163.3 us
-        (256, 1024): ('triton', 64, 4, 1, 1),  # 95.4 us
-        (256, 8192): ('triton', 64, 4, 1, 1),  # 571.7 us
+        (4, 1024): ('triton', 64, 8, 16, 1, 0, 1),  # 12.5 us
+        (4, 8192): ('triton', 64, 4, 32, 1, 0, 1),  # 25.2 us
+        (32, 1024): ('triton', 64, 4, 8, 1, 0, 1),  # 21.9 us
+        (32, 8192): ('triton', 64, 4, 8, 1, 0, 1),  # 86.0 us
+        (64, 1024): ('triton', 64, 4, 4, 1, 0, 1),  # 31.4 us
+        (64, 8192): ('triton', 64, 4, 4, 1, 0, 1),  # 155.0 us
+        (256, 1024): ('triton', 64, 4, 1, 1, 0, 0),  # 81.9 us
+        (256, 8192): ('triton', 64, 4, 1, 1, 0, 0),  # 561.4 us
     },
 }
 MEASURED_ON = {

@@ -58,3 +58,26 @@ def test_each_check_is_logged_with_its_cost(fresh_plans):
     logged = fresh_plans.CHECK_LOG[before:]
     assert [what for _, what, _, _ in logged] == ["self-check (synthetic input)", "check of the first call's output"]
     assert all(seconds > 0 and verdict is None for _, _, seconds, verdict in logged)
+
+
+def test_the_combine_dims_follow_the_plans_batch_not_the_synthetic_one(fresh_plans, monkeypatch):
+    """The combine kernel's DIMS constexpr is fixed by the plan's real batch (whole rows
+    once batch x 16 programs fill the SMs) and the self-check launches that, not what the
+    synthetic input's batch of 2 would give."""
+    sub = fresh_plans
+    assert sub.combine_dims(32, 132) == sub.V_HEAD_DIM and sub.combine_dims(4, 132) == sub.COMBINE_DIMS_SPLIT
+    monkeypatch.setattr(sub, "_num_sms", lambda device: 64)  # batch 3: half rows; batch 2 would too, 4+ not
+    seen = []
+    real = sub._attention
+
+    def spy(variant, num_splits, q, *rest, **kwargs):
+        seen.append((q.shape[0], rest[-1]))
+        return real(variant, num_splits, q, *rest, **kwargs)
+    sub._attention = spy
+    try:
+        sub.MEASURED_DISPATCH.setdefault("cpu", {})[(3, 40)] = ("triton", 16, 4, 2, 1)
+        sub.custom_kernel(ref.generate_input(3, 1, 40, seed=82))
+    finally:
+        sub._attention = real
+        sub.MEASURED_DISPATCH["cpu"].pop((3, 40))
+    assert [d for _, d in seen] == [sub.COMBINE_DIMS_SPLIT] * 2 and [b for b, _ in seen] == [2, 3]  # check, call

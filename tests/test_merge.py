@@ -101,3 +101,16 @@ def test_an_invalid_range_is_nan_in_every_family_and_merge(fresh_plans, monkeypa
     out = sub.custom_kernel((q, kv_data, qo_indptr, past_end, config))
     assert bool(out[2].isnan().all()) and bool(torch.isfinite(out[:2]).all())
     assert last_plan(sub).variant.merge == merge_mode
+
+
+def test_the_combine_kernel_in_half_rows(fresh_plans, monkeypatch, family):
+    """With fewer than one (sequence, head) program per SM the combine kernel splits each
+    head's 512 output dims over two programs (combine_dims): the same answer."""
+    sub = fresh_plans
+    monkeypatch.setattr(sub, "_num_sms", lambda device: 10_000)
+    use_launch(sub, monkeypatch, (4, 40), 16, 4, family, sub.MERGE_COMBINE)
+    data = ref.generate_input(4, 1, 40, seed=74, kv_lens=[40, 0, 1, 33])
+    out = sub.custom_kernel(data)
+    assert last_plan(sub).combine_dims == sub.COMBINE_DIMS_SPLIT < sub.V_HEAD_DIM
+    assert bool((out[1] == 0).all())
+    assert_matches_exact(out, data, expected(sub, family, data))

@@ -183,9 +183,10 @@ def kernel_variants(target_name):
                 seen.setdefault((fn.__name__, tuple(consts.items()), variant.num_warps, variant.num_stages),
                                 (fn, signature, consts, variant.num_warps, variant.num_stages))
                 if variant.merge == sub.MERGE_COMBINE:
-                    consts = {"CHUNK": min(launch.num_splits, sub.COMBINE_MAX_CHUNK)}
-                    seen.setdefault(("combine", tuple(consts.items())),
-                                    (sub._mla_combine_kernel, COMBINE_SIGNATURE, consts, 4, 1))
+                    for dims in (sub.V_HEAD_DIM, sub.COMBINE_DIMS_SPLIT):
+                        consts = {"CHUNK": min(launch.num_splits, sub.COMBINE_MAX_CHUNK), "DIMS": dims}
+                        seen.setdefault(("combine", tuple(consts.items())),
+                                        (sub._mla_combine_kernel, COMBINE_SIGNATURE, consts, 4, 1))
     for batch in Q8_BATCHES:
         for phase, rows, _, num_warps in sub.q8_launches(batch):
             consts = {"ROWS": rows, "PHASE": int(phase)}

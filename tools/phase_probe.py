@@ -104,7 +104,7 @@ def probe_case(sub, batch, kv_len, seed, runs, choice):
     probe = torch.full((batch * splits, sub.PROBE_SLOTS), UNSET, dtype=torch.int64, device=device)
     out = torch.empty((batch, sub.NUM_HEADS, sub.V_HEAD_DIM), dtype=torch.bfloat16, device=device)
     args = (q, packed.view(torch.uint8), scales.view(torch.uint8), qo_indptr, kv_indptr, out, plan.scratch,
-            config["sm_scale"])
+            config["sm_scale"], plan.combine_dims)
     sub._attention(plan.variant, splits, *args, probe=probe)  # builds the probed form
     probe.fill_(UNSET)
     record["probed_event_us"] = sub.time_call_us(

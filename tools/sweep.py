@@ -1,6 +1,6 @@
 """Time several choices of the same case side by side, as the runner times a call, alternating.
 
-    python tools/sweep.py --cases 4x1024,... [--choices SPEC] [--baseline FILE] [--rounds N] [--json PATH]
+    python tools/sweep.py --cases 4x1024,... [--choices SPEC] [--baseline FILE ...] [--rounds N] [--json PATH]
 
 Per case: one input (reference.generate_input with the leaderboard seed); each entry -- a
 choice of this submission (SPEC below) or, with --baseline, another submission file's own
@@ -67,7 +67,7 @@ def checked(sub, data, out, scaled):
     return ok and within, message if not ok else ("" if within else f"max error {err.max().item():.3g}")
 
 
-def sweep_case(sub, baseline, batch, kv_len, spec, rounds):
+def sweep_case(sub, baselines, batch, kv_len, spec, rounds):
     import reference
     data = reference.generate_input(batch, 1, kv_len, LEADERBOARD_SEEDS.get((batch, kv_len), 1))
     device = data[0].device
@@ -77,9 +77,9 @@ def sweep_case(sub, baseline, batch, kv_len, spec, rounds):
             return sub._run_choice(choice, data[0], data[1], data[2], data[3], batch, data[4]["sm_scale"])
         entries.append({"name": sub.describe_choice(choice), "choice": list(choice), "run": lambda r=run: r()[0],
                         "plan": run})
-    if baseline is not None:
+    for baseline in baselines:
         entries.append({"name": "baseline " + baseline.__name__, "choice": None,
-                        "run": lambda: baseline.custom_kernel(data), "plan": None})
+                        "run": lambda baseline=baseline: baseline.custom_kernel(data), "plan": None})
     for entry in entries:
         try:
             out = entry["plan"]()[0] if entry["plan"] else entry["run"]()
@@ -118,18 +118,19 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", required=True, help="BATCHxKV_LEN,...")
     parser.add_argument("--choices", default="table", help="SPEC (see the module docstring)")
-    parser.add_argument("--baseline", help="another submission file, timed with its own dispatch")
+    parser.add_argument("--baseline", action="append", default=[],
+                        help="another submission file, timed with its own dispatch (repeatable)")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--json")
     options = parser.parse_args(argv)
     os.environ.setdefault("MLA_TUNE", "0")
     import submission as sub
     import triton
-    baseline = load_module(options.baseline, Path(options.baseline).stem) if options.baseline else None
+    baselines = [load_module(path, Path(path).stem) for path in options.baseline]
     results = []
     for case in options.cases.split(","):
         batch, kv_len = (int(x) for x in case.split("x"))
-        result = sweep_case(sub, baseline, batch, kv_len, options.choices, options.rounds)
+        result = sweep_case(sub, baselines, batch, kv_len, options.choices, options.rounds)
         results.append(result)
         print(f"\n({batch}, {kv_len})", flush=True)
         for row in result["rows"]:
