@@ -1791,7 +1791,7 @@ MEASURED_DISPATCH = {
     },
 }
 MEASURED_ON = {
-    'sm_90': 'NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, 2026-11-30: python eval.py tune benchmarks.txt',
+    'sm_90': 'NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, 2026-11-30: python eval.py tune benchmarks.txt --runs 20 (at 5017410, results/h200_tune_v8.json)',
 }
 # --- END MEASURED DISPATCH ---
 
