@@ -1168,6 +1168,18 @@ class SelfCheckError(ArithmeticError):
     the synthetic input, or the check of the first call's real input)."""
 
 
+def error_summary(exc):
+    """One line for a warning or the report: the exception's type, and its innermost
+    cause's type and last informative line (a Triton compile error's text ends with the
+    source and a caret under it; the reason is its cause's)."""
+    inner = exc
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    lines = [line.strip() for line in str(inner).splitlines() if line.strip().strip("^")]
+    text = lines[-1] if lines else ""
+    return f"{type(exc).__name__}: " + (f"{type(inner).__name__}: {text}" if inner is not exc else text)
+
+
 class NoVariantError(RuntimeError):
     """Every kernel variant of a plan failed to build, launch or pass its checks."""
 
@@ -1436,7 +1448,7 @@ class _TritonPlan:
                     variant, q, packed, scales, kv_indptr, out, self.scratch, self.sm_scale, check_sample(self.batch)))
             except (KernelLaunchError, SelfCheckError) as exc:  # host-side bugs, OOM, faults propagate
                 FAILED_VARIANTS.add(variant)
-                why = f"{type(exc).__name__}: {exc}".strip().splitlines()[-1][:300]
+                why = error_summary(exc)[:300]
                 self.failures.append((variant, why))
                 _warn_once(("failed", variant), f"kernel variant failed ({variant.describe()}: {why}); "
                                                 f"falling back to the next one")
@@ -2099,7 +2111,7 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
                 raise
             # every Triton form of the candidate failed, or aiter failed in any way (a
             # library outside our tests: its API may have moved)
-            entry["failed"].append((choice, f"{type(exc).__name__}: {exc}".strip().splitlines()[-1][:200]))
+            entry["failed"].append((choice, error_summary(exc)[:200]))
             continue
         finally:
             entry["build_s"] += clock() - start
@@ -2133,7 +2145,7 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
         except Exception as exc:  # noqa: BLE001 - best effort: the report says why, the call goes on
             if _fatal(exc, device):
                 raise
-            entry["profile_error"] = f"{type(exc).__name__}: {exc}".strip().splitlines()[-1][:160]
+            entry["profile_error"] = error_summary(exc)[:160]
     entry["check_s"] = sum(seconds for _, _, seconds, _ in CHECK_LOG[checks_before:])
     entry["wall_s"] = clock() - wall_start
     TUNE_LOG["spent_wall_s"] += entry["wall_s"]

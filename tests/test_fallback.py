@@ -354,3 +354,19 @@ def test_errors_are_sorted_by_kind(sub, monkeypatch, error, faulted, propagates)
     plan = the_plan(sub)
     assert plan.variants[0] in sub.FAILED_VARIANTS and plan.variant == plan.variants[1]
     assert_right(out, data)
+
+
+def test_error_summary_names_the_reason_not_the_caret(sub):
+    """A Triton compile error's text ends with the source line and a caret under it; the
+    warning and the report give the innermost cause's type and its last informative line."""
+    try:
+        try:
+            raise ValueError("arange's range must be a power of 2")
+        except ValueError as reason:
+            raise triton.compiler.errors.CompilationError(
+                "at 3:4:\n    offs = tl.arange(0, 24)\n           ^", None, None) from reason
+    except triton.compiler.errors.CompilationError as compile_error:
+        wrapped = sub.KernelLaunchError("bf16 family ...: CompilationError: at 3:4:\n    offs\n   ^")
+        wrapped.__cause__ = compile_error
+    assert sub.error_summary(wrapped) == "KernelLaunchError: ValueError: arange's range must be a power of 2"
+    assert sub.error_summary(RuntimeError("one line")) == "RuntimeError: one line"

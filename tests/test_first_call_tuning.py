@@ -89,7 +89,7 @@ def test_a_candidate_that_fails_is_never_picked_and_is_reported(sub):
     pick = sub.tune_first_call(4, 1024, CPU, run_choice, clock=clock, timer=timer)
     assert pick == ranked[0] and pick != broken
     report = sub.tuning_report()
-    assert f"failed {sub.describe_choice(broken)}: fake: build error at line 3" in report
+    assert f"failed {sub.describe_choice(broken)}: NoVariantError: fake: build error at line 3" in report
 
 
 def test_aiter_failing_in_any_way_is_a_failed_candidate(sub, monkeypatch):
