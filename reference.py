@@ -34,7 +34,7 @@ PADDED_SCALE_ROWS = 256  # the runner's scale buffer pads rows to a multiple of 
 PADDED_SCALE_COLS = 24  # ... and has this many columns
 SCALE_LAYOUTS = ("padded", "trimmed")
 
-# The runner's rule (see ../shared/notes/leaderboard.md) and the README's stricter numbers,
+# The runner's rule (the leaderboard's utils.match_reference) and the README's stricter numbers,
 # reported for information only: MXFP4 KV cannot meet them on short sequences.
 # (The 5% of elements allowed to miss is utils.match_reference's default, as in the runner.)
 CHECK_RTOL = CHECK_ATOL = 1e-1

@@ -6,25 +6,36 @@ custom_kernel(data) -> (total_q, 16, 512) bf16 attention output; data is the run
 (q, kv_data, qo_indptr, kv_indptr, config). Each call: cheap validation, plan lookup,
 launch. Two paths, chosen per (batch, kv_len) by the dispatch at the end of this file:
 
-* "triton" (everywhere): split-K decode reading kv_data["mxfp4"] in place as 32-bit words
-  (8 e2m1 codes each). A program owns one (split, sequence); each tile of BLOCK_N tokens
-  is converted once to bf16 in dim order and serves the scores (576 dims) and the values
-  (first 512). Online softmax in float32; a second kernel merges the splits. The e2m1 ->
-  bf16 conversion is one primitive with three implementations: the MI355X's native
-  v_cvt_scalef32_pk_bf16_fp4 (gfx950), bit tricks on packed words in PTX (NVIDIA), and
-  portable Triton (everywhere, the reference the other two are checked against).
+* "triton" (everywhere): split-K decode reading kv_data["mxfp4"] in place. A program owns
+  one (split, sequence) and walks its tiles of BLOCK_N tokens with an online softmax in
+  float32. Two kernel families: BF16 converts each tile once to bf16 for both dots
+  (scores over 576 dims, values over the first 512), in the NATURAL layout (codes read
+  as int32 words, dims in order: gfx950 and the CPU) or the EVEN_ODD one (bytes, even and
+  odd dims apart: sm_90); SCALED (the MI355X's prediction) quantizes Q to e4m3 in the
+  split kernel and runs the scores on the scaled matrix instructions (tl.dot_scaled), K
+  never converted. The e2m1 -> bf16 conversion is one primitive with three
+  implementations: gfx950's v_cvt_scalef32_pk_bf16_fp4, bit tricks in PTX (NVIDIA) and
+  portable Triton (everywhere, the reference the other two are checked against). The
+  splits of a sequence become its output in one launch (one split: the split kernel
+  writes it; FUSED: the last program of the sequence merges) or two (the combine kernel):
+  the table above the kernels draws it.
 * "aiter" (MI355X with aiter only): Q to fp8 per tensor in one or two Triton launches (bit
   for bit the reference's torch arithmetic), fp8 KV, aiter's persistent mla_decode_fwd with
   metadata rebuilt whenever kv_indptr may have changed.
 
 Robustness on a GPU we cannot test on: each plan tries its kernel variants in a declared
-order (native primitive first, portable last); before its first use each variant must
-build, launch and match float32 attention on a synthetic input (self_check), else it is
-dropped with one warning and the next one runs.
+order (native primitive first, portable last). Before a variant is used, the binary that
+will run (the same constexprs and specialization classes) must build, launch, match
+float32 attention on a synthetic input laid out like the real one (self_check), and then
+match it on the first call's own output (check_sample's sequences); else it is dropped
+with one warning and the next one runs on the same call. Compile, fit and launch failures
+fall back; our own host-side errors, out-of-memory and device faults propagate.
 
 First-call tuning: on a GPU whose measured table (MEASURED DISPATCH below) lacks a case,
 the first call of that case (untimed on the runner) times the candidates the prediction
-ranks closest and keeps the fastest for the process; a short report goes to stderr.
+ranks closest, keeps the fastest for the process, and reports on stderr what it tried,
+what ran, the pick's kernels and a MEASURED DISPATCH block that `python eval.py ingest`
+writes into this file.
 
 MLA_PATH=triton|aiter forces a path, MLA_CONVERT=portable forces the portable primitive,
 MLA_CHECK=1 checks the indptr values on every call (by default: on a plan's first call),
@@ -1514,7 +1525,7 @@ AITER_NUM_KV_SPLITS = 32
 # In torch that is 8 launches per call (abs, amax, clamp, divide, divide, clamp, cast to
 # e4m3, cast of the scale to float32), and kv_last_page_len one more (a subtraction) whenever
 # the metadata is rebuilt, which the ranked mode does on every call: 9 dependent launches,
-# ~3-5 us each on the MI355X (../shared/notes/latency.md), before aiter's own.
+# ~3-5 us each on the MI355X (public figures for an AMD launch timed with events), before aiter's own.
 #
 # The kernel multiplies by one reciprocal per call instead of dividing every element (an IEEE
 # float32 division is ~10 instructions on gfx950): for bf16 q and scale, the exact q / scale

@@ -18,7 +18,7 @@ import submission
 HAS_REAL_AITER = submission.AITER is not None
 
 
-# aiter f3be04a (2026-03-04): parameter names in order (../shared/notes/leaderboard.md).
+# aiter f3be04a (2026-03-04): parameter names in order (read off the aiter sources of that commit).
 F3BE04A_SIGNATURES = {
     "get_mla_metadata_info_v1": ["batch_size", "max_seqlen_qo", "num_head_qo", "q_dtype", "kv_dtype",
                                  "is_sparse", "fast_mode", "num_kv_splits", "intra_batch_mode"],

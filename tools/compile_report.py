@@ -29,7 +29,7 @@ sm90 programs per SM limited by registers (65536 per SM), shared memory (228 KB 
 
 Static bound of one case = max(HBM, LDS, issue) clock cycles per element x elements per CU
 (batch x kv_len x 576 / CUs) / clock (the constants below; gfx950 from
-/work/shared/notes/gfx950.md, a prediction: nothing here ran on an MI355X):
+AMD's CDNA4 documentation and its dense peaks, a prediction: nothing here ran on an MI355X):
   HBM   = 306 B per token / 576 dims = 0.531 B per element at the HBM bytes per clock per CU
   LDS   = LDS (shared) bytes per element / 128 B per clock per CU (SM)
   issue = gfx950: VALU lane-ops / 64 + MFMA SIMD cycles / 4 SIMDs (one instruction stream
@@ -97,7 +97,7 @@ H200 = {"units": 132, "clock_hz": 1.98e9, "hbm_bytes_per_s": 4.8e12, "lds_bytes_
         "shared_reserved": 1024}
 # The H200's measured benchmark (eval.py benchmark --json): its copy-rate floor is the HBM
 # rate above, its rows' mean_us the measured time per case (dispatched per MEASURED_DISPATCH).
-MEASURED_FILE = ROOT / "results" / "h200_eval_benchmark_v6.json"
+MEASURED_FILE = ROOT / "results" / "h200_eval_benchmark_v8_table.json"
 # SIMD cycles of one gfx950 matrix instruction (gfx950.md: from the dense peaks, 512 bf16
 # MACs per cycle per SIMD). The scaled one: 32 cycles with an fp8 operand (our e4m3 Q x e2m1
 # K), 16 when both operands are fp4 (cbsz:4 blgp:4). Any other kind: its MACs at the bf16
