@@ -73,11 +73,7 @@ def test_the_combine_dims_follow_the_plans_batch_not_the_synthetic_one(fresh_pla
     def spy(variant, num_splits, q, *rest, **kwargs):
         seen.append((q.shape[0], rest[-1]))
         return real(variant, num_splits, q, *rest, **kwargs)
-    sub._attention = spy
-    try:
-        sub.MEASURED_DISPATCH.setdefault("cpu", {})[(3, 40)] = ("triton", 16, 4, 2, 1)
-        sub.custom_kernel(ref.generate_input(3, 1, 40, seed=82))
-    finally:
-        sub._attention = real
-        sub.MEASURED_DISPATCH["cpu"].pop((3, 40))
+    monkeypatch.setattr(sub, "_attention", spy)
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, "cpu", {(3, 40): ("triton", 16, 4, 2, 1)})
+    sub.custom_kernel(ref.generate_input(3, 1, 40, seed=82))
     assert [d for _, d in seen] == [sub.COMBINE_DIMS_SPLIT] * 2 and [b for b, _ in seen] == [2, 3]  # check, call
