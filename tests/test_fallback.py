@@ -370,3 +370,7 @@ def test_error_summary_names_the_reason_not_the_caret(sub):
         wrapped.__cause__ = compile_error
     assert sub.error_summary(wrapped) == "KernelLaunchError: ValueError: arange's range must be a power of 2"
     assert sub.error_summary(RuntimeError("one line")) == "RuntimeError: one line"
+    bare = sub.KernelLaunchError("bf16 family ...: CompilationError")  # a compile error without a cause
+    bare.__cause__ = triton.compiler.errors.CompilationError("at 3:4:\n    offs = tl.arange(0, 24)\n           ^",
+                                                             None, None)
+    assert sub.error_summary(bare) == "KernelLaunchError: CompilationError: offs = tl.arange(0, 24)"

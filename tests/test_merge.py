@@ -64,13 +64,15 @@ def test_more_splits_than_the_combine_kernel_holds_at_once(fresh_plans, monkeypa
 
 
 def test_fused_merge_holds_over_consecutive_calls_with_fresh_inputs(fresh_plans, monkeypatch, family):
-    """Leaderboard mode: a fresh input every call (other lengths too), a call that raised on
-    bad input in between; every output right, and the counters stay multiples of the split
-    count (each call adds num_splits to each, so the last program of each is found again)."""
+    """Leaderboard mode: a fresh input every call (other lengths too, with the same total
+    and the same longest, so that every call runs the same plan and its counters), a call that raised on bad input in
+    between; every output right, and the counters stay multiples of the split count (each
+    call adds num_splits to each, so the last program of each is found again)."""
     sub = fresh_plans
     use_launch(sub, monkeypatch, (3, 50), 16, 4, family, sub.MERGE_FUSED)
+    plans = set()
     for call in range(5):
-        lens = [50, 7 * call, 50 - call]
+        lens = [[50, 0, 50], [50, 20, 30], [1, 49, 50], [50, 45, 5], [20, 50, 30]][call]  # longest 50, total 100
         data = ref.generate_input(3, 1, 50, seed=300 + 13 * call, kv_lens=lens)
         if call == 2:
             q, kv_data, qo_indptr, kv_indptr, config = data
@@ -79,8 +81,10 @@ def test_fused_merge_holds_over_consecutive_calls_with_fresh_inputs(fresh_plans,
         out = sub.custom_kernel(data)
         assert_matches_exact(out, data, expected(sub, family, data))
         plan = last_plan(sub)
+        plans.add(id(plan))
         assert plan.variant.merge == sub.MERGE_FUSED
-        assert bool((plan.scratch.count % 4 == 0).all()) and int(plan.scratch.count.sum()) > 0
+        assert plan.scratch.count.tolist() == [4 * (call + 1)] * 3  # every split of every call counted
+    assert len(plans) == 1
 
 
 def test_an_invalid_range_is_nan_in_every_family_and_merge(fresh_plans, monkeypatch, family, merge):

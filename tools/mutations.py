@@ -82,8 +82,10 @@ MUTATIONS = [
     mutation("scaled: the rope dims dropped from the scores",
              'scores = tl.dot_scaled(q8_rope, qs_rope, "e4m3", tl.trans(k_rope), k_rope_scales, "e2m1", scores)',
              "scores = scores", KERNEL + ["every_variant and scaled-portable and 129"]),
-    mutation("scaled: tail scores not masked", "    scores = tl.dot_scaled(q8_rope, qs_rope, \"e4m3\", tl.trans(k_rope), k_rope_scales, \"e2m1\", scores)\n    if MASKED:",
-             "    scores = tl.dot_scaled(q8_rope, qs_rope, \"e4m3\", tl.trans(k_rope), k_rope_scales, \"e2m1\", scores)\n    if False:",
+    mutation("scaled: tail scores not masked", "    scores = tl.dot_scaled(q8_rope, qs_rope, \"e4m3\", tl.trans(k_rope), k_rope_scales, \"e2m1\", scores)\n"
+             "    _probe(probe_row, tile_slot + 1, scores, PROBE)\n    if MASKED:",
+             "    scores = tl.dot_scaled(q8_rope, qs_rope, \"e4m3\", tl.trans(k_rope), k_rope_scales, \"e2m1\", scores)\n"
+             "    _probe(probe_row, tile_slot + 1, scores, PROBE)\n    if False:",
              KERNEL + ["every_variant and scaled-portable and 129"]),
     mutation("scaled: the checks skip the Q quantization's bytes",
              "if not (torch.equal(written_q8, q8) and torch.equal(written_qs, qs)):", "if False:",
@@ -161,7 +163,7 @@ MUTATIONS = [
              "    except ZeroDivisionError as exc:\n        raise torch.OutOfMemoryError(", FALLBACK + ["sorted_by_kind and oom"]),
     mutation("a faulted device falls back", "        if _device_faulted(device):\n            raise RuntimeError(",
              "        if False:\n            raise RuntimeError(", FALLBACK + ["sorted_by_kind and device"]),
-    mutation("a refused launch is fatal", "        raise KernelLaunchError(f\"{variant.describe()}: {type(exc).__name__}: "
+    mutation("a refused launch is fatal", "        raise KernelLaunchError(f\"{what}: {type(exc).__name__}: "
              "{exc}\") from exc\n\n\nclass Scratch", "        raise\n\n\nclass Scratch",
              FALLBACK + ["sorted_by_kind and refused"]),
     mutation("fallback order reversed", "    merged = [variant._replace(", "    order = order[::-1]\n    merged = [variant._replace(",
@@ -169,7 +171,8 @@ MUTATIONS = [
     mutation("native variant without its split-tail loop", "native in SPLIT_TAIL_CONVERTS))", "False))",
              FALLBACK + ["fallback_order"]),
     # --- launch table and dispatch ---
-    mutation("launch table: an invalid tile", "(4, 1024): ('triton', 64, 4, 16, 2),", "(4, 1024): ('triton', 48, 4, 16, 2),",
+    mutation("launch table: an invalid tile", "(4, 1024): ('triton', 64, 8, 16, 1, 0, 1),",
+             "(4, 1024): ('triton', 48, 8, 16, 1, 0, 1),",
              ["tests/test_dispatch.py"]),
     mutation("dispatch ignores the measured table", "choice = measured_table(device).get((batch, kv_len))",
              "choice = None", ["tests/test_dispatch.py"]),
