@@ -1122,11 +1122,13 @@ class SplitLaunch(NamedTuple):
                 f"splits {self.num_splits} stages {self.num_stages} merge {MERGE_NAMES.get(self.merge, self.merge)}")
 
 
+@functools.lru_cache(maxsize=256)
 def make_launch(*fields):
     """SplitLaunch(block_n, num_warps, num_splits[, num_stages[, scores[, merge]]]) from a
     choice's fields, checked: powers of two, a known family, and the merge that fits the split
     count (DIRECT for one split, else COMBINE unless FUSED is asked for). ValueError names
-    the fields otherwise."""
+    the fields otherwise. Cached: choose() and the call path ask it for the same fields on
+    every call."""
     launch = SplitLaunch(*fields)
     bad = [name for name in ("block_n", "num_warps", "num_splits", "num_stages")
            if not isinstance(getattr(launch, name), int) or getattr(launch, name) < 1]

@@ -23,17 +23,17 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LEADERBOARD = [(4, 1024, 4217), (4, 8192, 4220), (32, 1024, 5412), (32, 8192, 5415),
-               (64, 1024, 1357), (64, 8192, 1360), (256, 1024, 9823), (256, 8192, 9826)]
+sys.path.insert(0, str(ROOT / "tools"))
+
+from common import parse_cases  # noqa: E402
 
 CHILD = r"""
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, os.path.join(sys.argv[1], "tools"))
 import torch
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-    import interpreter_shim
-    interpreter_shim.install()
+from common import use_interpreter_without_gpu
+use_interpreter_without_gpu()
 import reference, submission as sub
 batch, kv_len, seed, family = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -91,9 +91,7 @@ def main(argv=None):
     parser.add_argument("--json", help="write the records here")
     parser.add_argument("--jobs", type=int, default=1, help="cases counted at once (each its own process and cache)")
     options = parser.parse_args(argv)
-    seeds = {(b, n): s for b, n, s in LEADERBOARD}
-    cases = LEADERBOARD if not options.cases else [
-        (int(b), int(n), seeds.get((int(b), int(n)), 1)) for b, n in (c.split("x") for c in options.cases.split(","))]
+    cases = parse_cases(options.cases)
     with ThreadPoolExecutor(options.jobs) as pool:
         records = list(pool.map(lambda case: count_case(*case, options.family), cases))
     for (batch, kv_len, _), record in zip(cases, records):

@@ -20,7 +20,6 @@ the numbers mean nothing).
 import argparse
 import json
 import math
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -30,12 +29,10 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from interpreter_setup import use_interpreter_without_gpu  # noqa: E402
+from common import parse_cases, use_interpreter_without_gpu  # noqa: E402
 
 use_interpreter_without_gpu()
 
-LEADERBOARD = [(4, 1024, 4217), (4, 8192, 4220), (32, 1024, 5412), (32, 8192, 5415),
-               (64, 1024, 1357), (64, 8192, 1360), (256, 1024, 9823), (256, 8192, 9826)]
 UNSET = -1  # a probe slot no program wrote (e.g. the last tile's when a program has one tile)
 
 
@@ -65,22 +62,6 @@ def phase_table(probe_rows, phase_names, global_start_slot, global_end_slot):
     return table, launch
 
 
-def kernel_times_us(run):
-    """{kernel name: GPU us} of one run under torch.profiler (empty on a CPU)."""
-    from torch.profiler import ProfilerActivity, profile
-    if not torch.cuda.is_available():
-        return {}
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        run()
-        torch.cuda.synchronize()
-    times = {}
-    for event in prof.events():
-        if event.device_type == torch.autograd.DeviceType.CUDA:
-            times[event.name] = times.get(event.name, 0.0) + event.device_time
-    return times
-
-
 def probe_case(sub, batch, kv_len, seed, runs, choice):
     """One case in one choice: event times, kernel times and the phase table."""
     import reference
@@ -92,7 +73,10 @@ def probe_case(sub, batch, kv_len, seed, runs, choice):
         return sub._run_choice(choice, q, kv_data, qo_indptr, kv_indptr, batch, config["sm_scale"])
     plan = call()[1]  # builds and checks the plan
     event_us = [sub.time_call_us(call, device) for _ in range(runs)]
-    kernels = kernel_times_us(call)
+    try:
+        kernels = dict(sub.kernel_times_us(call, device))
+    except ValueError:  # no GPU: no kernel times
+        kernels = {}
     record = {"batch": batch, "kv_len": kv_len, "choice": list(choice),
               "event_us": statistics.median(event_us), "kernels_us": kernels,
               "kernel_sum_us": sum(kernels.values())}
@@ -144,9 +128,7 @@ def main(argv=None):
     options = parser.parse_args(argv)
     import submission as sub
     from sweep import parse_choices
-    seeds = {(b, n): s for b, n, s in LEADERBOARD}
-    cases = LEADERBOARD if not options.cases else [
-        (int(b), int(n), seeds.get((int(b), int(n)), 1)) for b, n in (c.split("x") for c in options.cases.split(","))]
+    cases = parse_cases(options.cases)
     records = []
     for batch, kv_len, seed in cases:
         for choice in parse_choices(options.choices, sub.choose(batch, kv_len, torch.device(

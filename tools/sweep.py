@@ -1,6 +1,6 @@
 """Time several choices of the same case side by side, as the runner times a call, alternating.
 
-    python tools/sweep.py --cases 4x1024,... [--choices SPEC] [--baseline FILE ...] [--rounds N] [--json PATH]
+    python tools/sweep.py [--cases 4x1024,...] [--choices SPEC] [--baseline FILE ...] [--rounds N] [--json PATH]
 
 Per case: one input (reference.generate_input with the leaderboard seed); each entry -- a
 choice of this submission (SPEC below) or, with --baseline, another submission file's own
@@ -28,12 +28,10 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from interpreter_setup import use_interpreter_without_gpu  # noqa: E402
+from common import parse_cases, use_interpreter_without_gpu  # noqa: E402
 
 use_interpreter_without_gpu()
 
-LEADERBOARD_SEEDS = {(4, 1024): 4217, (4, 8192): 4220, (32, 1024): 5412, (32, 8192): 5415, (64, 1024): 1357,
-                     (64, 8192): 1360, (256, 1024): 9823, (256, 8192): 9826}
 
 
 def load_module(path, name):
@@ -67,9 +65,9 @@ def checked(sub, data, out, scaled):
     return ok and within, message if not ok else ("" if within else f"max error {err.max().item():.3g}")
 
 
-def sweep_case(sub, baselines, batch, kv_len, spec, rounds):
+def sweep_case(sub, baselines, batch, kv_len, seed, spec, rounds):
     import reference
-    data = reference.generate_input(batch, 1, kv_len, LEADERBOARD_SEEDS.get((batch, kv_len), 1))
+    data = reference.generate_input(batch, 1, kv_len, seed)
     device = data[0].device
     entries = []
     for choice in parse_choices(spec, sub.choose(batch, kv_len, device)):
@@ -116,7 +114,7 @@ def sweep_case(sub, baselines, batch, kv_len, spec, rounds):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cases", required=True, help="BATCHxKV_LEN,...")
+    parser.add_argument("--cases", help="BATCHxKV_LEN,... (default: the 8 leaderboard cases)")
     parser.add_argument("--choices", default="table", help="SPEC (see the module docstring)")
     parser.add_argument("--baseline", action="append", default=[],
                         help="another submission file, timed with its own dispatch (repeatable)")
@@ -128,9 +126,8 @@ def main(argv=None):
     import triton
     baselines = [load_module(path, Path(path).stem) for path in options.baseline]
     results = []
-    for case in options.cases.split(","):
-        batch, kv_len = (int(x) for x in case.split("x"))
-        result = sweep_case(sub, baselines, batch, kv_len, options.choices, options.rounds)
+    for batch, kv_len, seed in parse_cases(options.cases):
+        result = sweep_case(sub, baselines, batch, kv_len, seed, options.choices, options.rounds)
         results.append(result)
         print(f"\n({batch}, {kv_len})", flush=True)
         for row in result["rows"]:
