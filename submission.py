@@ -323,6 +323,13 @@ COMBINE_MAX_CHUNK = 32  # splits the combine kernel holds in registers at once (
 # 1.03-1.04x faster for batch 4, 1.05-1.08x slower for batch 32-64).
 COMBINE_DIMS_SPLIT = 256
 FUSED_MERGE_HEADS = 4  # heads the FUSED merge holds at once (8 or 16 spill the 8-warp SCALED form on gfx950)
+# Splits the FUSED merge loads at once (the split kernel's FUSED_CHUNK, fused_chunk): each
+# chunk is one round trip to L2 per group of FUSED_MERGE_HEADS heads, so 4 splits merge in
+# one round trip per group (all four in flight together, _fused_merge) instead of 16 in
+# a row; 4 heads x 4 splits x 512 dims is 64 float32 registers per thread at 4 warps. The
+# BF16 family only: the 8-warp SCALED form sits at 256 VGPRs on gfx950 and spilled 12 bytes
+# with 4 (Triton 3.6.0), so the SCALED family merges one split at a time.
+FUSED_MAX_CHUNK = 4
 ROPE_PAD_BYTES = 64  # SCALED: the 64 rope dims padded to 128 (the scaled instruction's K), as e2m1 pairs
 
 # --- Phase probes (the instrument of tools/phase_probe.py) -------------------------------
@@ -674,47 +681,106 @@ def _per_head(x, TRANSPOSED: tl.constexpr):
 
 
 @triton.jit
-def _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, head0, qk_scale_log2, value_scale,
-                  HEADS: tl.constexpr, CHUNK: tl.constexpr):
-    """FUSED: out[seq, head0 : head0 + HEADS, :] from the num_splits partials of seq, CHUNK
-    splits at a time with a running rescale (so any split count fits in registers):
-    out = value_scale * sum_s w_s acc_s / sum_s w_s l_s, w_s = 2^((m_s - max m) * qk_scale_log2).
-    A NaN max (an invalid range) makes the rows NaN; no weight at all (empty) makes zeros.
-    The partials are read past the L1 (.cg): in the FUSED merge other programs wrote them."""
-    heads = head0 + tl.arange(0, HEADS)
+def _merge_chunk(part_acc_ptr, part_ml_ptr, seq, num_splits, first, heads, m_run, l_run, acc_run, invalid,
+                 qk_scale_log2, CHUNK: tl.constexpr):
+    """Splits [first, first + CHUNK) of seq's partials (for `heads`) folded into the
+    running (m_run, l_run, acc_run) with a rescale; invalid counts NaN maxima (an invalid
+    range). The partials are read past the L1 (.cg): in the FUSED merge other programs
+    wrote them."""
     dims = tl.arange(0, V_DIM_C)
+    splits = first + tl.arange(0, CHUNK)
+    in_range = (splits < num_splits)[:, None]
+    parts = seq * num_splits + splits
+    ml_rows = part_ml_ptr + parts[:, None] * (2 * NUM_HEADS_C) + heads[None, :]
+    m = tl.load(ml_rows, mask=in_range, other=float("-inf"), cache_modifier=".cg")
+    l = tl.load(ml_rows + NUM_HEADS_C, mask=in_range, other=0.0, cache_modifier=".cg")
+    acc = tl.load(part_acc_ptr + (parts[:, None, None] * NUM_HEADS_C + heads[None, :, None]) * V_DIM_C
+                  + dims[None, None, :], mask=in_range[:, :, None], other=0.0, cache_modifier=".cg")
+    invalid = tl.maximum(invalid, tl.max((m != m).to(tl.int32), axis=0))
+    m = tl.where(m != m, float("-inf"), m)
+    m_new = tl.maximum(m_run, tl.max(m, axis=0))
+    m_ref = tl.where(m_new > float("-inf"), m_new, 0.0)  # exp2(-inf) = 0 for empty splits
+    run_weight = tl.exp2((m_run - m_ref) * qk_scale_log2)
+    weight = tl.exp2((m - m_ref[None, :]) * qk_scale_log2)
+    acc_run = acc_run * run_weight[:, None] + tl.sum(acc * weight[:, :, None], axis=0)
+    l_run = l_run * run_weight + tl.sum(l * weight, axis=0)
+    return m_new, l_run, acc_run, invalid
+
+
+@triton.jit
+def _merge_splits(part_acc_ptr, part_ml_ptr, seq, num_splits, head0, qk_scale_log2, value_scale,
+                  HEADS: tl.constexpr, CHUNK: tl.constexpr, ONE_CHUNK: tl.constexpr):
+    """FUSED: the (HEADS, 512) bf16 output rows head0 .. head0 + HEADS - 1 of seq from its
+    num_splits partials, CHUNK splits at a time with a running rescale (so any split count
+    fits in registers; ONE_CHUNK: num_splits <= CHUNK, straight-line code):
+    out = value_scale * sum_s w_s acc_s / sum_s w_s l_s, w_s = 2^((m_s - max m) * qk_scale_log2).
+    A NaN max (an invalid range) makes the rows NaN; no weight at all (empty) makes zeros."""
+    heads = head0 + tl.arange(0, HEADS)
     m_run = tl.full([HEADS], float("-inf"), tl.float32)
     l_run = tl.zeros([HEADS], tl.float32)
     acc_run = tl.zeros([HEADS, V_DIM_C], tl.float32)
     invalid = tl.zeros([HEADS], tl.int32)
-    for first in range(0, num_splits, CHUNK):
-        splits = first + tl.arange(0, CHUNK)
-        in_range = (splits < num_splits)[:, None]
-        parts = seq * num_splits + splits
-        ml_rows = part_ml_ptr + parts[:, None] * (2 * NUM_HEADS_C) + heads[None, :]
-        m = tl.load(ml_rows, mask=in_range, other=float("-inf"), cache_modifier=".cg")
-        l = tl.load(ml_rows + NUM_HEADS_C, mask=in_range, other=0.0, cache_modifier=".cg")
-        acc = tl.load(part_acc_ptr + (parts[:, None, None] * NUM_HEADS_C + heads[None, :, None]) * V_DIM_C
-                      + dims[None, None, :], mask=in_range[:, :, None], other=0.0, cache_modifier=".cg")
-        invalid = tl.maximum(invalid, tl.max((m != m).to(tl.int32), axis=0))
-        m = tl.where(m != m, float("-inf"), m)
-        m_new = tl.maximum(m_run, tl.max(m, axis=0))
-        m_ref = tl.where(m_new > float("-inf"), m_new, 0.0)  # exp2(-inf) = 0 for empty splits
-        run_weight = tl.exp2((m_run - m_ref) * qk_scale_log2)
-        weight = tl.exp2((m - m_ref[None, :]) * qk_scale_log2)
-        acc_run = acc_run * run_weight[:, None] + tl.sum(acc * weight[:, :, None], axis=0)
-        l_run = l_run * run_weight + tl.sum(l * weight, axis=0)
-        m_run = m_new
+    if ONE_CHUNK:
+        m_run, l_run, acc_run, invalid = _merge_chunk(part_acc_ptr, part_ml_ptr, seq, num_splits, 0, heads, m_run,
+                                                      l_run, acc_run, invalid, qk_scale_log2, CHUNK)
+    else:
+        for first in range(0, num_splits, CHUNK):
+            m_run, l_run, acc_run, invalid = _merge_chunk(part_acc_ptr, part_ml_ptr, seq, num_splits, first, heads,
+                                                          m_run, l_run, acc_run, invalid, qk_scale_log2, CHUNK)
     norm = tl.where(l_run > 0, value_scale / l_run, 0.0)
     norm = tl.where(invalid > 0, float("nan"), norm)
-    tl.store(out_ptr + (seq * NUM_HEADS_C + heads[:, None]) * V_DIM_C + dims[None, :],
-             (acc_run * norm[:, None]).to(tl.bfloat16))
+    return (acc_run * norm[:, None]).to(tl.bfloat16)
+
+
+@triton.jit
+def _store_heads(out_ptr, seq, head0, rows):
+    heads = head0 + tl.arange(0, FUSED_MERGE_HEADS_C)
+    tl.store(out_ptr + (seq * NUM_HEADS_C + heads[:, None]) * V_DIM_C + tl.arange(0, V_DIM_C)[None, :], rows)
+
+
+@triton.jit
+def _fused_merge_groups(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, value_scale,
+                        CHUNK: tl.constexpr):
+    """FUSED, any split count: each head group loops over its chunks, then stores."""
+    for head0 in tl.static_range(0, NUM_HEADS_C, FUSED_MERGE_HEADS_C):
+        _store_heads(out_ptr, seq, head0, _merge_splits(part_acc_ptr, part_ml_ptr, seq, num_splits, head0,
+                                                        qk_scale_log2, value_scale, FUSED_MERGE_HEADS_C, CHUNK,
+                                                        False))
+
+
+@triton.jit
+def _fused_merge(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, value_scale,
+                 CHUNK: tl.constexpr):
+    """FUSED: seq's output from its partials, FUSED_MERGE_HEADS heads at a time. With one
+    chunk of splits (num_splits <= CHUNK) the four groups' loads come first and the stores
+    after them, so the loads of every group can be in flight at once (a store between them
+    would order them: the compiler cannot tell the output from the partials); with more,
+    each group loops over its chunks and stores. CHUNK 1 (the SCALED family) compiles the
+    loop only: the straight-line form beside it spilled 6 bytes in the 8-warp SCALED form
+    on gfx950 (Triton 3.6.0)."""
+    tl.static_assert(NUM_HEADS_C == 4 * FUSED_MERGE_HEADS_C, "the merge takes the heads in four groups")
+    g: tl.constexpr = FUSED_MERGE_HEADS_C
+    if CHUNK == 1:
+        _fused_merge_groups(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, value_scale, CHUNK)
+    elif num_splits <= CHUNK:
+        rows0 = _merge_splits(part_acc_ptr, part_ml_ptr, seq, num_splits, 0, qk_scale_log2, value_scale, g, CHUNK, True)
+        rows1 = _merge_splits(part_acc_ptr, part_ml_ptr, seq, num_splits, g, qk_scale_log2, value_scale, g, CHUNK, True)
+        rows2 = _merge_splits(part_acc_ptr, part_ml_ptr, seq, num_splits, 2 * g, qk_scale_log2, value_scale, g, CHUNK,
+                              True)
+        rows3 = _merge_splits(part_acc_ptr, part_ml_ptr, seq, num_splits, 3 * g, qk_scale_log2, value_scale, g, CHUNK,
+                              True)
+        _store_heads(out_ptr, seq, 0, rows0)
+        _store_heads(out_ptr, seq, g, rows1)
+        _store_heads(out_ptr, seq, 2 * g, rows2)
+        _store_heads(out_ptr, seq, 3 * g, rows3)
+    else:
+        _fused_merge_groups(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, value_scale, CHUNK)
 
 
 @triton.jit
 def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
                   qk_scale_log2, value_scale, probe_row, TRANSPOSED: tl.constexpr, MERGE: tl.constexpr,
-                  PROBE: tl.constexpr):
+                  FUSED_CHUNK: tl.constexpr, PROBE: tl.constexpr):
     """The program's result by MERGE (see the table above the kernels): the normalized
     output (DIRECT; NaN rows for an invalid range, zeros for an empty one) or its partial
     (m NaN for an invalid range), and for FUSED the merge by the sequence's last program.
@@ -742,9 +808,8 @@ def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part
             tl.debug_barrier()
             finished = tl.atomic_add(count_ptr + seq, 1, sem="acq_rel", scope="gpu") + 1
             if (finished & (num_splits - 1)) == 0:
-                for head0 in tl.static_range(0, NUM_HEADS_C, FUSED_MERGE_HEADS_C):
-                    _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, head0, qk_scale_log2,
-                                  value_scale, FUSED_MERGE_HEADS_C, 1)
+                _fused_merge(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, value_scale,
+                             FUSED_CHUNK)
                 _probe(probe_row, SLOT_MERGED_C, finished, PROBE)
 
 
@@ -755,6 +820,7 @@ def _mla_split_kernel(
     total_kv, num_splits, q_row_stride, q_head_stride, kv_row_stride, scale_row_stride, qk_scale_log2, value_scale,
     BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, LAYOUT: tl.constexpr, PIN: tl.constexpr,
     SPLIT_TAIL: tl.constexpr, SCORES: tl.constexpr, MERGE: tl.constexpr, PROBE: tl.constexpr,
+    FUSED_CHUNK: tl.constexpr,
 ):
     """One program: sequence b = program_id(1), KV split s = program_id(0) of num_splits.
 
@@ -773,6 +839,7 @@ def _mla_split_kernel(
     q8_ptr     (batch, 16, 576) e4m3 bytes, qs_ptr (batch, 16, 18) e8m0 bytes: Q as the
                SCALED family quantized it (written by split 0 of each sequence)
     probe_ptr  (batch * num_splits, PROBE_SLOTS) int64 (PROBE only)
+    FUSED_CHUNK    splits the FUSED merge loads at once (fused_chunk)
     qk_scale_log2  sm_scale * log2(e) * 2^LOG2_SHIFT[CONVERT] (SCALED: scores are exact, no
                shift); value_scale 2^LOG2_SHIFT[CONVERT]
 
@@ -801,7 +868,7 @@ def _mla_split_kernel(
     if LAYOUT == 1:  # dims back in order: one (16, 512) result, stored in whole rows
         acc_a = tl.reshape(tl.join(acc_a, acc_b), (NUM_HEADS_C, V_DIM_C))
     _write_result(acc_a, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
-                  qk_scale_log2, value_scale, probe_row, SCORES == 1, MERGE, PROBE)
+                  qk_scale_log2, value_scale, probe_row, SCORES == 1, MERGE, FUSED_CHUNK, PROBE)
     _probe(probe_row, SLOT_END_C, l_i, PROBE)
     _probe(probe_row, PROBE_GLOBAL_END_C, l_i, PROBE, True)
 
@@ -1257,6 +1324,14 @@ def make_scratch(batch, num_splits, device, variants):
                    buffer(batch * NUM_HEADS * SCALE_COLS, torch.uint8, scaled))
 
 
+def fused_chunk(variant, num_splits):
+    """The split kernel's FUSED_CHUNK constexpr: splits its FUSED merge loads at once (1
+    for the SCALED family and for the other merges, whose kernels compile it away)."""
+    if variant.merge != MERGE_FUSED or variant.scores != BF16_SCORES:
+        return 1
+    return min(num_splits, FUSED_MAX_CHUNK)
+
+
 def combine_dims(batch, num_sms):
     """Output dims per combine program (a constexpr of the combine kernel: a plan fixes it
     from its real batch, and its self-check launches the same)."""
@@ -1280,6 +1355,7 @@ def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out
          q.stride(1), packed.stride(0), scales.stride(0), qk_scale_log2, value_scale),
         dict(BLOCK_N=variant.block_n, CONVERT=variant.convert, LAYOUT=variant.layout, PIN=variant.pin,
              SPLIT_TAIL=variant.split_tail, SCORES=variant.scores, MERGE=variant.merge,
+             FUSED_CHUNK=fused_chunk(variant, num_splits),
              PROBE=PROBE_OFF if probe is None else _probe_kind(q.device), num_warps=variant.num_warps,
              num_stages=variant.num_stages), variant.describe())
     if variant.merge == MERGE_COMBINE:
@@ -1805,18 +1881,18 @@ def _run_as_ranked(run_choice, choice):
 # --- BEGIN MEASURED DISPATCH ---
 MEASURED_DISPATCH = {
     'sm_90': {
-        (4, 1024): ('triton', 64, 8, 16, 1, 0, 1),  # 12.5 us
-        (4, 8192): ('triton', 64, 4, 32, 1, 0, 1),  # 25.2 us
-        (32, 1024): ('triton', 64, 4, 8, 1, 0, 1),  # 21.9 us
-        (32, 8192): ('triton', 64, 4, 8, 1, 0, 1),  # 86.0 us
-        (64, 1024): ('triton', 64, 4, 4, 1, 0, 1),  # 31.4 us
-        (64, 8192): ('triton', 64, 4, 4, 1, 0, 1),  # 155.0 us
-        (256, 1024): ('triton', 64, 4, 1, 1, 0, 0),  # 81.9 us
-        (256, 8192): ('triton', 64, 4, 1, 1, 0, 0),  # 561.4 us
+        (4, 1024): ('triton', 32, 4, 32, 1, 0, 1),  # 12.4 us
+        (4, 8192): ('triton', 128, 8, 32, 1, 0, 1),  # 22.5 us
+        (32, 1024): ('triton', 128, 8, 4, 1, 0, 1),  # 21.6 us
+        (32, 8192): ('triton', 64, 4, 8, 1, 0, 1),  # 86.1 us
+        (64, 1024): ('triton', 64, 4, 4, 1, 0, 1),  # 31.9 us
+        (64, 8192): ('triton', 64, 4, 4, 1, 0, 2),  # 155.0 us
+        (256, 1024): ('triton', 64, 4, 1, 1, 0, 0),  # 82.1 us
+        (256, 8192): ('triton', 64, 4, 1, 1, 0, 0),  # 566.1 us
     },
 }
 MEASURED_ON = {
-    'sm_90': 'NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, 2026-11-30: python eval.py tune benchmarks.txt --runs 20 (at 5017410, results/h200_tune_v8.json)',
+    'sm_90': 'NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, 2026-12-01: python eval.py tune benchmarks.txt --runs 20 (results/h200_tune_v9.json)',
 }
 # --- END MEASURED DISPATCH ---
 
@@ -1891,14 +1967,15 @@ def choose(batch, kv_len, device):
 
 def tune_candidates(batch, kv_len, device):
     """Every choice `python eval.py tune` measures for one case: Triton with 16-, 32- and
-    64-token tiles, 4 or 8 warps, and half, the predicted and twice the predicted split
-    count (at least one tile per split), one pipeline stage, plus two stages for 64-token
-    tiles with 4 warps except on hip; on gfx950 the SCALED family's launches; each launch of
-    several splits with the combine kernel and with the FUSED merge; aiter where it imports."""
+    64-token tiles (and 128 on NVIDIA), 4 or 8 warps, and half, the predicted and twice the
+    predicted split count (at least one tile per split), one pipeline stage, plus two stages
+    for 64-token tiles with 4 warps except on hip; on gfx950 the SCALED family's launches;
+    each launch of several splits with the combine kernel and with the FUSED merge; aiter
+    where it imports."""
     num_sms = _num_sms(device)
     base = default_launch(batch, kv_len, num_sms)
     candidates = []
-    for block_n in (16, 32, 64):
+    for block_n in (16, 32, 64) + WIDE_BLOCK_N.get(_platform(device), ()):
         tiles = max(1, -(-kv_len // block_n))
         splits = sorted({min(_pow2_floor(tiles), max(1, base.num_splits * f // 2)) for f in (1, 2, 4)})
         candidates += [("triton", *make_launch(block_n, warps, s, 1)) for warps in (4, 8) for s in splits]
@@ -1910,6 +1987,15 @@ def tune_candidates(batch, kv_len, device):
     if AITER is not None:
         candidates.append(("aiter",))
     return candidates
+
+
+# 128-token tiles for the BF16 family on sm_90: a program's 16 x 576 Q is read from shared
+# memory once per tile by every warp, so per token half as often as in 64-token tiles, at
+# 166 KB of shared memory (one program per SM). On the H200 (4, 8192) in 32 splits of 2
+# such tiles took 22.7 us against 24.9 in 64-token tiles; cases with two programs per SM
+# lost 10-27% (results/h200_sweep_v9_wide.json). On hip the BF16 family is a fallback and
+# 128-token tiles are not built.
+WIDE_BLOCK_N = {"cuda": (128,)}
 
 
 def _fused_twins(choices):

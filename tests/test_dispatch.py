@@ -89,6 +89,27 @@ def test_hip_runs_the_bf16_family_in_one_stage_only(on_arch, monkeypatch):
     assert sub.choose(4, 8192, CPU) == full(("triton", 128, 8, 16, 2, 1))
 
 
+def test_the_tuner_offers_128_token_tiles_on_nvidia_only(on_arch):
+    """128-token tiles (Q read from shared memory half as often per token; the H200's table
+    takes them for (4, 8192) and (32, 1024)) are tuning candidates on NVIDIA, 4 and 8 warps
+    with their FUSED twins; on hip, where the BF16 family is a fallback, none."""
+    on_arch("sm_90", "cuda", 132)
+    wide = {c[1:4] + c[6:7] for c in sub.tune_candidates(4, 8192, CPU) if c[0] == "triton" and c[1] == 128}
+    assert {(128, 4, 32, 1), (128, 8, 32, 1), (128, 8, 32, 2)} <= wide
+    on_arch("gfx950", "hip", 256)
+    assert not [c for c in sub.tune_candidates(4, 8192, CPU) if c[0] == "triton" and c[1] == 128 and c[5] == 0]
+
+
+def test_the_fused_merge_loads_up_to_four_splits_at_once_in_the_bf16_family():
+    """fused_chunk: the FUSED merge's splits per round trip (one straight-line chunk up to 4
+    splits); 1 for the SCALED family (its 8-warp form spills on gfx950 with 4) and for the
+    merges that compile the FUSED code away."""
+    fused = sub.Variant(sub.PTX_SM90, sub.EVEN_ODD, 0, 64, 4, 1, merge=sub.MERGE_FUSED)
+    assert [sub.fused_chunk(fused, splits) for splits in (2, 4, 8, 64)] == [2, 4, 4, 4]
+    assert sub.fused_chunk(fused._replace(scores=sub.SCALED_SCORES), 4) == 1
+    assert sub.fused_chunk(fused._replace(merge=sub.MERGE_COMBINE), 4) == 1
+
+
 @pytest.mark.parametrize("num_sms", [4, 132, 256])
 @pytest.mark.parametrize("batch, kv_len", LEADERBOARD_CASES + [(2, 17), (3, 300)])
 def test_default_launch_invariants(batch, kv_len, num_sms):

@@ -97,7 +97,7 @@ H200 = {"units": 132, "clock_hz": 1.98e9, "hbm_bytes_per_s": 4.8e12, "lds_bytes_
         "shared_reserved": 1024}
 # The H200's measured benchmark (eval.py benchmark --json): its copy-rate floor is the HBM
 # rate above, its rows' mean_us the measured time per case (dispatched per MEASURED_DISPATCH).
-MEASURED_FILE = ROOT / "results" / "h200_eval_benchmark_v8_table.json"
+MEASURED_FILE = ROOT / "results" / "h200_eval_benchmark_v9_table.json"
 # SIMD cycles of one gfx950 matrix instruction (gfx950.md: from the dense peaks, 512 bf16
 # MACs per cycle per SIMD). The scaled one: 32 cycles with an fp8 operand (our e4m3 Q x e2m1
 # K), 16 when both operands are fp4 (cbsz:4 blgp:4). Any other kind: its MACs at the bf16
@@ -153,13 +153,13 @@ def dispatched_launches(target_name):
     return sorted(launches)
 
 
-def _build_spec(variant, num_splits=None):
+def _build_spec(variant, num_splits=1):
     """(kernel, signature, constexprs) of one split-kernel Variant (its merge decides the
-    output; num_splits is a runtime argument)."""
+    output; num_splits is a runtime argument, and sets the FUSED merge's chunk)."""
     return (sub._mla_split_kernel, SPLIT_SIGNATURE,
             {"BLOCK_N": variant.block_n, "CONVERT": variant.convert, "LAYOUT": variant.layout, "PIN": variant.pin,
              "SPLIT_TAIL": variant.split_tail, "SCORES": variant.scores, "MERGE": variant.merge,
-             "PROBE": sub.PROBE_OFF})
+             "PROBE": sub.PROBE_OFF, "FUSED_CHUNK": sub.fused_chunk(variant, num_splits)})
 
 
 def launches_per_call(variant):
@@ -179,7 +179,7 @@ def kernel_variants(target_name):
         for merge in sorted(merges):
             for variant in sub.variants_for(arch, platform, launch.block_n, launch.num_warps, launch.num_stages,
                                             launch.scores, merge):
-                fn, signature, consts = _build_spec(variant)
+                fn, signature, consts = _build_spec(variant, launch.num_splits)
                 seen.setdefault((fn.__name__, tuple(consts.items()), variant.num_warps, variant.num_stages),
                                 (fn, signature, consts, variant.num_warps, variant.num_stages))
                 if variant.merge == sub.MERGE_COMBINE:
@@ -476,7 +476,7 @@ def _first_variant(target_name, launch):
     _, arch, _, platform = TARGETS[target_name]
     variant = sub.variants_for(arch, platform, launch.block_n, launch.num_warps, launch.num_stages, launch.scores,
                                launch.merge)[0]
-    return _build_spec(variant), variant
+    return _build_spec(variant, launch.num_splits), variant
 
 
 def case_rows(target_name, variant_rows):
