@@ -325,10 +325,10 @@ COMBINE_DIMS_SPLIT = 256
 FUSED_MERGE_HEADS = 4  # heads the FUSED merge holds at once (8 or 16 spill the 8-warp SCALED form on gfx950)
 # Splits the FUSED merge loads at once (the split kernel's FUSED_CHUNK, fused_chunk): each
 # chunk is one round trip to L2 per group of FUSED_MERGE_HEADS heads, so 4 splits merge in
-# one round trip per group (all four in flight together, _fused_merge) instead of 16 in
-# a row; 4 heads x 4 splits x 512 dims is 64 float32 registers per thread at 4 warps. The
-# BF16 family only: the 8-warp SCALED form sits at 256 VGPRs on gfx950 and spilled 12 bytes
-# with 4 (Triton 3.6.0), so the SCALED family merges one split at a time.
+# 4 round trips instead of 16; 4 heads x 4 splits x 512 dims is 64 float32 registers per
+# thread at 4 warps. The BF16 family only: the 8-warp SCALED form sits at 256 VGPRs on
+# gfx950 and spilled with 2 splits per chunk (Triton 3.6.0), so the SCALED family merges
+# one split at a time.
 FUSED_MAX_CHUNK = 4
 ROPE_PAD_BYTES = 64  # SCALED: the 64 rope dims padded to 128 (the scaled instruction's K), as e2m1 pairs
 
@@ -681,100 +681,41 @@ def _per_head(x, TRANSPOSED: tl.constexpr):
 
 
 @triton.jit
-def _merge_chunk(part_acc_ptr, part_ml_ptr, seq, num_splits, first, heads, m_run, l_run, acc_run, invalid,
-                 qk_scale_log2, CHUNK: tl.constexpr):
-    """Splits [first, first + CHUNK) of seq's partials (for `heads`) folded into the
-    running (m_run, l_run, acc_run) with a rescale; invalid counts NaN maxima (an invalid
-    range). The partials are read past the L1 (.cg): in the FUSED merge other programs
-    wrote them."""
-    dims = tl.arange(0, V_DIM_C)
-    splits = first + tl.arange(0, CHUNK)
-    in_range = (splits < num_splits)[:, None]
-    parts = seq * num_splits + splits
-    ml_rows = part_ml_ptr + parts[:, None] * (2 * NUM_HEADS_C) + heads[None, :]
-    m = tl.load(ml_rows, mask=in_range, other=float("-inf"), cache_modifier=".cg")
-    l = tl.load(ml_rows + NUM_HEADS_C, mask=in_range, other=0.0, cache_modifier=".cg")
-    acc = tl.load(part_acc_ptr + (parts[:, None, None] * NUM_HEADS_C + heads[None, :, None]) * V_DIM_C
-                  + dims[None, None, :], mask=in_range[:, :, None], other=0.0, cache_modifier=".cg")
-    invalid = tl.maximum(invalid, tl.max((m != m).to(tl.int32), axis=0))
-    m = tl.where(m != m, float("-inf"), m)
-    m_new = tl.maximum(m_run, tl.max(m, axis=0))
-    m_ref = tl.where(m_new > float("-inf"), m_new, 0.0)  # exp2(-inf) = 0 for empty splits
-    run_weight = tl.exp2((m_run - m_ref) * qk_scale_log2)
-    weight = tl.exp2((m - m_ref[None, :]) * qk_scale_log2)
-    acc_run = acc_run * run_weight[:, None] + tl.sum(acc * weight[:, :, None], axis=0)
-    l_run = l_run * run_weight + tl.sum(l * weight, axis=0)
-    return m_new, l_run, acc_run, invalid
-
-
-@triton.jit
-def _merge_splits(part_acc_ptr, part_ml_ptr, seq, num_splits, head0, qk_scale_log2, value_scale,
-                  HEADS: tl.constexpr, CHUNK: tl.constexpr, ONE_CHUNK: tl.constexpr):
-    """FUSED: the (HEADS, 512) bf16 output rows head0 .. head0 + HEADS - 1 of seq from its
-    num_splits partials, CHUNK splits at a time with a running rescale (so any split count
-    fits in registers; ONE_CHUNK: num_splits <= CHUNK, straight-line code):
+def _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, head0, qk_scale_log2, value_scale,
+                  HEADS: tl.constexpr, CHUNK: tl.constexpr):
+    """FUSED: out[seq, head0 : head0 + HEADS, :] from the num_splits partials of seq, CHUNK
+    splits at a time with a running rescale (so any split count fits in registers):
     out = value_scale * sum_s w_s acc_s / sum_s w_s l_s, w_s = 2^((m_s - max m) * qk_scale_log2).
-    A NaN max (an invalid range) makes the rows NaN; no weight at all (empty) makes zeros."""
+    A NaN max (an invalid range) makes the rows NaN; no weight at all (empty) makes zeros.
+    The partials are read past the L1 (.cg): in the FUSED merge other programs wrote them."""
     heads = head0 + tl.arange(0, HEADS)
+    dims = tl.arange(0, V_DIM_C)
     m_run = tl.full([HEADS], float("-inf"), tl.float32)
     l_run = tl.zeros([HEADS], tl.float32)
     acc_run = tl.zeros([HEADS, V_DIM_C], tl.float32)
     invalid = tl.zeros([HEADS], tl.int32)
-    if ONE_CHUNK:
-        m_run, l_run, acc_run, invalid = _merge_chunk(part_acc_ptr, part_ml_ptr, seq, num_splits, 0, heads, m_run,
-                                                      l_run, acc_run, invalid, qk_scale_log2, CHUNK)
-    else:
-        for first in range(0, num_splits, CHUNK):
-            m_run, l_run, acc_run, invalid = _merge_chunk(part_acc_ptr, part_ml_ptr, seq, num_splits, first, heads,
-                                                          m_run, l_run, acc_run, invalid, qk_scale_log2, CHUNK)
+    for first in range(0, num_splits, CHUNK):
+        splits = first + tl.arange(0, CHUNK)
+        in_range = (splits < num_splits)[:, None]
+        parts = seq * num_splits + splits
+        ml_rows = part_ml_ptr + parts[:, None] * (2 * NUM_HEADS_C) + heads[None, :]
+        m = tl.load(ml_rows, mask=in_range, other=float("-inf"), cache_modifier=".cg")
+        l = tl.load(ml_rows + NUM_HEADS_C, mask=in_range, other=0.0, cache_modifier=".cg")
+        acc = tl.load(part_acc_ptr + (parts[:, None, None] * NUM_HEADS_C + heads[None, :, None]) * V_DIM_C
+                      + dims[None, None, :], mask=in_range[:, :, None], other=0.0, cache_modifier=".cg")
+        invalid = tl.maximum(invalid, tl.max((m != m).to(tl.int32), axis=0))
+        m = tl.where(m != m, float("-inf"), m)
+        m_new = tl.maximum(m_run, tl.max(m, axis=0))
+        m_ref = tl.where(m_new > float("-inf"), m_new, 0.0)  # exp2(-inf) = 0 for empty splits
+        run_weight = tl.exp2((m_run - m_ref) * qk_scale_log2)
+        weight = tl.exp2((m - m_ref[None, :]) * qk_scale_log2)
+        acc_run = acc_run * run_weight[:, None] + tl.sum(acc * weight[:, :, None], axis=0)
+        l_run = l_run * run_weight + tl.sum(l * weight, axis=0)
+        m_run = m_new
     norm = tl.where(l_run > 0, value_scale / l_run, 0.0)
     norm = tl.where(invalid > 0, float("nan"), norm)
-    return (acc_run * norm[:, None]).to(tl.bfloat16)
-
-
-@triton.jit
-def _store_heads(out_ptr, seq, head0, rows):
-    heads = head0 + tl.arange(0, FUSED_MERGE_HEADS_C)
-    tl.store(out_ptr + (seq * NUM_HEADS_C + heads[:, None]) * V_DIM_C + tl.arange(0, V_DIM_C)[None, :], rows)
-
-
-@triton.jit
-def _fused_merge_groups(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, value_scale,
-                        CHUNK: tl.constexpr):
-    """FUSED, any split count: each head group loops over its chunks, then stores."""
-    for head0 in tl.static_range(0, NUM_HEADS_C, FUSED_MERGE_HEADS_C):
-        _store_heads(out_ptr, seq, head0, _merge_splits(part_acc_ptr, part_ml_ptr, seq, num_splits, head0,
-                                                        qk_scale_log2, value_scale, FUSED_MERGE_HEADS_C, CHUNK,
-                                                        False))
-
-
-@triton.jit
-def _fused_merge(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, value_scale,
-                 CHUNK: tl.constexpr):
-    """FUSED: seq's output from its partials, FUSED_MERGE_HEADS heads at a time. With one
-    chunk of splits (num_splits <= CHUNK) the four groups' loads come first and the stores
-    after them, so the loads of every group can be in flight at once (a store between them
-    would order them: the compiler cannot tell the output from the partials); with more,
-    each group loops over its chunks and stores. CHUNK 1 (the SCALED family) compiles the
-    loop only: the straight-line form beside it spilled 6 bytes in the 8-warp SCALED form
-    on gfx950 (Triton 3.6.0)."""
-    tl.static_assert(NUM_HEADS_C == 4 * FUSED_MERGE_HEADS_C, "the merge takes the heads in four groups")
-    g: tl.constexpr = FUSED_MERGE_HEADS_C
-    if CHUNK == 1:
-        _fused_merge_groups(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, value_scale, CHUNK)
-    elif num_splits <= CHUNK:
-        rows0 = _merge_splits(part_acc_ptr, part_ml_ptr, seq, num_splits, 0, qk_scale_log2, value_scale, g, CHUNK, True)
-        rows1 = _merge_splits(part_acc_ptr, part_ml_ptr, seq, num_splits, g, qk_scale_log2, value_scale, g, CHUNK, True)
-        rows2 = _merge_splits(part_acc_ptr, part_ml_ptr, seq, num_splits, 2 * g, qk_scale_log2, value_scale, g, CHUNK,
-                              True)
-        rows3 = _merge_splits(part_acc_ptr, part_ml_ptr, seq, num_splits, 3 * g, qk_scale_log2, value_scale, g, CHUNK,
-                              True)
-        _store_heads(out_ptr, seq, 0, rows0)
-        _store_heads(out_ptr, seq, g, rows1)
-        _store_heads(out_ptr, seq, 2 * g, rows2)
-        _store_heads(out_ptr, seq, 3 * g, rows3)
-    else:
-        _fused_merge_groups(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, value_scale, CHUNK)
+    tl.store(out_ptr + (seq * NUM_HEADS_C + heads[:, None]) * V_DIM_C + dims[None, :],
+             (acc_run * norm[:, None]).to(tl.bfloat16))
 
 
 @triton.jit
@@ -808,8 +749,9 @@ def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part
             tl.debug_barrier()
             finished = tl.atomic_add(count_ptr + seq, 1, sem="acq_rel", scope="gpu") + 1
             if (finished & (num_splits - 1)) == 0:
-                _fused_merge(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, value_scale,
-                             FUSED_CHUNK)
+                for head0 in tl.static_range(0, NUM_HEADS_C, FUSED_MERGE_HEADS_C):
+                    _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, head0, qk_scale_log2,
+                                  value_scale, FUSED_MERGE_HEADS_C, FUSED_CHUNK)
                 _probe(probe_row, SLOT_MERGED_C, finished, PROBE)
 
 
@@ -1881,14 +1823,14 @@ def _run_as_ranked(run_choice, choice):
 # --- BEGIN MEASURED DISPATCH ---
 MEASURED_DISPATCH = {
     'sm_90': {
-        (4, 1024): ('triton', 32, 4, 32, 1, 0, 1),  # 12.4 us
-        (4, 8192): ('triton', 128, 8, 32, 1, 0, 1),  # 22.5 us
-        (32, 1024): ('triton', 128, 8, 4, 1, 0, 1),  # 21.6 us
-        (32, 8192): ('triton', 64, 4, 8, 1, 0, 1),  # 86.1 us
+        (4, 1024): ('triton', 32, 4, 32, 1, 0, 1),  # 12.3 us
+        (4, 8192): ('triton', 128, 8, 32, 1, 0, 1),  # 22.3 us
+        (32, 1024): ('triton', 128, 8, 4, 1, 0, 1),  # 21.5 us
+        (32, 8192): ('triton', 64, 4, 8, 1, 0, 1),  # 85.7 us
         (64, 1024): ('triton', 64, 4, 4, 1, 0, 1),  # 31.9 us
-        (64, 8192): ('triton', 64, 4, 4, 1, 0, 2),  # 155.0 us
-        (256, 1024): ('triton', 64, 4, 1, 1, 0, 0),  # 82.1 us
-        (256, 8192): ('triton', 64, 4, 1, 1, 0, 0),  # 566.1 us
+        (64, 8192): ('triton', 64, 4, 4, 1, 0, 2),  # 155.2 us
+        (256, 1024): ('triton', 64, 4, 1, 1, 0, 0),  # 81.5 us
+        (256, 8192): ('triton', 64, 4, 1, 1, 0, 0),  # 561.2 us
     },
 }
 MEASURED_ON = {

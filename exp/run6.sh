@@ -1,4 +1,5 @@
 #!/bin/bash
+# run with exp/fused_deferred_stores.patch applied to submission.py (not kept; see exp/README.md)
 cd "$(dirname "$0")/.."
 export MLA_TUNE=0
 timeout 170 python -m pytest -q tests/test_merge.py tests/test_kernel.py -k "merge or leaderboard or fused or combine" -p no:cacheprovider > $OUT/pytest_v9.log 2>&1; echo pytest rc $?; tail -3 $OUT/pytest_v9.log

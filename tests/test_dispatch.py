@@ -101,9 +101,9 @@ def test_the_tuner_offers_128_token_tiles_on_nvidia_only(on_arch):
 
 
 def test_the_fused_merge_loads_up_to_four_splits_at_once_in_the_bf16_family():
-    """fused_chunk: the FUSED merge's splits per round trip (one straight-line chunk up to 4
-    splits); 1 for the SCALED family (its 8-warp form spills on gfx950 with 4) and for the
-    merges that compile the FUSED code away."""
+    """fused_chunk: the FUSED merge's splits per round trip (up to 4); 1 for the SCALED
+    family (its 8-warp form spills on gfx950 with more) and for the merges that compile the
+    FUSED code away."""
     fused = sub.Variant(sub.PTX_SM90, sub.EVEN_ODD, 0, 64, 4, 1, merge=sub.MERGE_FUSED)
     assert [sub.fused_chunk(fused, splits) for splits in (2, 4, 8, 64)] == [2, 4, 4, 4]
     assert sub.fused_chunk(fused._replace(scores=sub.SCALED_SCORES), 4) == 1
