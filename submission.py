@@ -55,6 +55,7 @@ from typing import NamedTuple
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra import cuda as tl_cuda
 
 from task import input_t, output_t
 
@@ -762,7 +763,7 @@ def _mla_split_kernel(
     total_kv, num_splits, q_row_stride, q_head_stride, kv_row_stride, scale_row_stride, qk_scale_log2, value_scale,
     BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, LAYOUT: tl.constexpr, PIN: tl.constexpr,
     SPLIT_TAIL: tl.constexpr, SCORES: tl.constexpr, MERGE: tl.constexpr, PROBE: tl.constexpr,
-    FUSED_CHUNK: tl.constexpr,
+    FUSED_CHUNK: tl.constexpr, PDL: tl.constexpr = False,
 ):
     """One program: sequence b = program_id(1), KV split s = program_id(0) of num_splits.
 
@@ -782,6 +783,12 @@ def _mla_split_kernel(
                SCALED family quantized it (written by split 0 of each sequence)
     probe_ptr  (batch * num_splits, PROBE_SLOTS) int64 (PROBE only)
     FUSED_CHUNK    splits the FUSED merge loads at once (fused_chunk)
+    PDL        the combine is a programmatic dependent launch (NVIDIA sm_90+): each program
+               signals griddepcontrol.launch_dependents as its last step, so the combine is
+               launched once every program has written its partials and waits on the
+               device for this grid's end (_mla_combine_kernel's PDL) instead of being
+               launched after it. Signalled at the start instead, the waiting combine
+               programs made the H200 slower, not faster (results/h200_sweep_v10_hints2.json)
     qk_scale_log2  sm_scale * log2(e) * 2^LOG2_SHIFT[CONVERT] (SCALED: scores are exact, no
                shift); value_scale 2^LOG2_SHIFT[CONVERT]
 
@@ -794,6 +801,7 @@ def _mla_split_kernel(
     tl.static_assert((LAYOUT == 0) | (LAYOUT == 1), "LAYOUT must be NATURAL or EVEN_ODD")
     tl.static_assert((SCORES == 0) | ((LAYOUT == 0) & (CONVERT != 1)), "SCALED reads NATURAL words, no PTX")
     tl.static_assert((MERGE >= 0) & (MERGE <= 2), "MERGE must be DIRECT, COMBINE or FUSED")
+    tl.static_assert((not PDL) | (MERGE == 1), "PDL: the combine is the dependent launch")
     probe_row = probe_ptr + (tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)) * PROBE_SLOTS_C
     _probe(probe_row, PROBE_GLOBAL_START_C, tl.program_id(0), PROBE, True)
     _probe(probe_row, SLOT_START_C, tl.program_id(0), PROBE)
@@ -811,18 +819,24 @@ def _mla_split_kernel(
         acc_a = tl.reshape(tl.join(acc_a, acc_b), (NUM_HEADS_C, V_DIM_C))
     _write_result(acc_a, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
                   qk_scale_log2, value_scale, probe_row, SCORES == 1, MERGE, FUSED_CHUNK, PROBE)
+    if PDL:
+        tl_cuda.gdc_launch_dependents()
     _probe(probe_row, SLOT_END_C, l_i, PROBE)
     _probe(probe_row, PROBE_GLOBAL_END_C, l_i, PROBE, True)
 
 
 @triton.jit(do_not_specialize=["num_splits"])
 def _mla_combine_kernel(out_ptr, part_acc_ptr, part_ml_ptr, num_splits, qk_scale_log2, value_scale,
-                        CHUNK: tl.constexpr, DIMS: tl.constexpr):
+                        CHUNK: tl.constexpr, DIMS: tl.constexpr, PDL: tl.constexpr = False):
     """COMBINE: merge the splits of one (sequence, head, DIMS output dims), grid (batch, 16,
     512 / DIMS), from part_acc / part_ml as _mla_split_kernel wrote them: CHUNK splits'
     (CHUNK, DIMS) rows loaded at once (one round trip when num_splits <= CHUNK), a running
     rescale across chunks (any split count fits in registers); the rules of _merge_splits
-    (NaN rows for an invalid range, zeros for an empty sequence)."""
+    (NaN rows for an invalid range, zeros for an empty sequence). PDL: launched as a
+    programmatic dependent launch of the split kernel, so the program waits here
+    (griddepcontrol.wait) until that grid has finished and its partials are visible."""
+    if PDL:
+        tl_cuda.gdc_wait()
     seq = tl.program_id(0)
     head = tl.program_id(1)
     dims = tl.program_id(2) * DIMS + tl.arange(0, DIMS)
@@ -1023,13 +1037,15 @@ class Variant(NamedTuple):
     split_tail: bool = False  # full tiles unmasked, then one masked tail (see _split_loop)
     scores: int = 0  # BF16_SCORES (the converted tile in bf16 dots) or SCALED_SCORES
     merge: int = 1  # MERGE_DIRECT, MERGE_COMBINE or MERGE_FUSED
+    pdl: bool = False  # COMBINE: the combine as a programmatic dependent launch (NVIDIA sm_90+)
 
     def describe(self):
         return (f"{FAMILY_NAMES.get(self.scores, self.scores)} family, "
                 f"{CONVERT_NAMES.get(self.convert, self.convert)} conversion, "
                 f"{LAYOUT_NAMES.get(self.layout, self.layout)} layout, {self.block_n}-token tiles, "
                 f"{self.num_warps} warps, {self.num_stages} stage(s), merge {MERGE_NAMES.get(self.merge, self.merge)}"
-                f"{', unmasked full tiles + masked tail' if self.split_tail else ''}")
+                f"{', unmasked full tiles + masked tail' if self.split_tail else ''}"
+                f"{', dependent launch (PDL)' if self.pdl else ''}")
 
 
 _WARNED = set()
@@ -1077,6 +1093,16 @@ PORTABLE_MAX_BLOCK_N = {"cuda": 32}  # 64-token portable tiles spill 76 bytes on
 SCALED_NATIVE = {"gfx950": GFX950}
 # The BF16 family's launch a scaled plan falls back to when no scaled variant runs.
 SCALED_FALLBACK_TILE = (64, 4, 1)  # block_n, num_warps, num_stages
+
+
+def pdl_capable(arch, platform):
+    """Programmatic dependent launch (griddepcontrol, Triton's launch_pdl): NVIDIA sm_90+.
+    The combine is then launched while the split kernel runs and waits on the device for
+    its end, instead of being launched after it. HIP has no equivalent: the MI355X makes
+    the two launches in turn."""
+    return platform == "cuda" and arch.startswith("sm_") and arch[3:].isdigit() and int(arch[3:]) >= 90
+
+
 # Variants that failed to build, fit or launch, or failed a check, in this process.
 FAILED_VARIANTS = set()
 
@@ -1092,6 +1118,8 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_S
     (gfx950) or the portable one, then the same at one stage, then the BF16 family's
     order at SCALED_FALLBACK_TILE. A FUSED merge is tried in the first form only; every
     form after it merges with the combine kernel (the two-launch form is its fallback).
+    Where pdl_capable, the first form that merges with the combine kernel is tried with
+    the combine as a dependent launch before the same form launched plainly.
     """
     if scores == SCALED_SCORES:
         convert = SCALED_NATIVE.get(arch, PORTABLE)
@@ -1112,8 +1140,14 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_S
         order.append(Variant(PORTABLE, layout, pin, portable_block_n, num_warps, num_stages))
         if platform == "hip":  # no inline asm at all, small tiles: spill-free without the pin
             order.append(Variant(PORTABLE, layout, 0, PLAIN_BLOCK_N, num_warps, 1))
-    merged = [variant._replace(merge=MERGE_COMBINE if merge == MERGE_FUSED else merge) for variant in order]
-    return ([merged[0]._replace(merge=MERGE_FUSED)] if merge == MERGE_FUSED else []) + merged
+    merge_after = MERGE_COMBINE if merge == MERGE_FUSED else merge
+    # (the SCALED family's BF16 fallback order comes with its own dependent-launch form)
+    merged = list(dict.fromkeys(variant._replace(merge=merge_after, pdl=variant.pdl and merge_after == MERGE_COMBINE)
+                                for variant in order))
+    first = [merged[0]._replace(merge=MERGE_FUSED)] if merge == MERGE_FUSED else []
+    if merged[0].merge == MERGE_COMBINE and pdl_capable(arch, platform):
+        first.append(merged[0]._replace(pdl=True))
+    return first + merged
 
 
 class SplitLaunch(NamedTuple):
@@ -1297,14 +1331,14 @@ def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out
          q.stride(1), packed.stride(0), scales.stride(0), qk_scale_log2, value_scale),
         dict(BLOCK_N=variant.block_n, CONVERT=variant.convert, LAYOUT=variant.layout, PIN=variant.pin,
              SPLIT_TAIL=variant.split_tail, SCORES=variant.scores, MERGE=variant.merge,
-             FUSED_CHUNK=fused_chunk(variant, num_splits),
+             FUSED_CHUNK=fused_chunk(variant, num_splits), PDL=variant.pdl,
              PROBE=PROBE_OFF if probe is None else _probe_kind(q.device), num_warps=variant.num_warps,
              num_stages=variant.num_stages), variant.describe())
     if variant.merge == MERGE_COMBINE:
         _launch_kernel(_mla_combine_kernel, (batch, NUM_HEADS, V_HEAD_DIM // dims),
                        (out, scratch.part_acc, scratch.part_ml, num_splits, qk_scale_log2, value_scale),
-                       dict(CHUNK=min(num_splits, COMBINE_MAX_CHUNK), DIMS=dims, num_warps=4),
-                       variant.describe())
+                       dict(CHUNK=min(num_splits, COMBINE_MAX_CHUNK), DIMS=dims, PDL=variant.pdl, num_warps=4,
+                            **({"launch_pdl": True} if variant.pdl else {})), variant.describe())
 
 
 def _probe_kind(device):
@@ -1823,18 +1857,18 @@ def _run_as_ranked(run_choice, choice):
 # --- BEGIN MEASURED DISPATCH ---
 MEASURED_DISPATCH = {
     'sm_90': {
-        (4, 1024): ('triton', 32, 4, 32, 1, 0, 1),  # 12.3 us
-        (4, 8192): ('triton', 128, 8, 32, 1, 0, 1),  # 22.3 us
-        (32, 1024): ('triton', 128, 8, 4, 1, 0, 1),  # 21.5 us
-        (32, 8192): ('triton', 64, 4, 8, 1, 0, 1),  # 85.7 us
-        (64, 1024): ('triton', 64, 4, 4, 1, 0, 1),  # 31.9 us
-        (64, 8192): ('triton', 64, 4, 4, 1, 0, 2),  # 155.2 us
-        (256, 1024): ('triton', 64, 4, 1, 1, 0, 0),  # 81.5 us
-        (256, 8192): ('triton', 64, 4, 1, 1, 0, 0),  # 561.2 us
+        (4, 1024): ('triton', 64, 4, 16, 1, 0, 1),  # 10.8 us
+        (4, 8192): ('triton', 128, 8, 32, 1, 0, 1),  # 20.9 us
+        (32, 1024): ('triton', 128, 8, 4, 1, 0, 1),  # 19.8 us
+        (32, 8192): ('triton', 64, 4, 8, 1, 0, 1),  # 83.9 us
+        (64, 1024): ('triton', 64, 4, 4, 1, 0, 1),  # 30.1 us
+        (64, 8192): ('triton', 64, 4, 4, 1, 0, 1),  # 153.8 us
+        (256, 1024): ('triton', 64, 4, 1, 1, 0, 0),  # 81.0 us
+        (256, 8192): ('triton', 64, 4, 1, 1, 0, 0),  # 561.1 us
     },
 }
 MEASURED_ON = {
-    'sm_90': 'NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, 2026-12-01: python eval.py tune benchmarks.txt --runs 20 (results/h200_tune_v9.json)',
+    'sm_90': 'NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, 2026-12-01: python eval.py tune benchmarks.txt --runs 20 (results/h200_tune_v10.json)',
 }
 # --- END MEASURED DISPATCH ---
 

@@ -23,13 +23,17 @@ for key, flist in forms.items():
     q, kv, qo, kvi = data[0], data[1], data[2], data[3]
     packed, scales = sub._mxfp4_operands(kv, q.device)
     entries = [{"name": "79e9326", "run": lambda: base.custom_kernel(data)}]
-    for layout, bn, w, splits, stages, *mod in flist:
+    for layout, bn, w, splits, stages, *extra in flist:
+        mod = [x for x in extra if x.endswith(".py")]  # another submission file
+        flags = [x for x in extra if not x.endswith(".py")]  # Variant fields set True, e.g. "pdl"
         m = MODS.setdefault(mod[0], load(mod[0], "m%d" % len(MODS))) if mod else sub
         launch = m.make_launch(bn, w, splits, stages)
         plan = m._TritonPlan(b, launch, q.device, data[4]["sm_scale"])
         v = m.Variant(m.PTX_SM90, layout, 0, bn, w, stages, False, 0, launch.merge)
+        v = v._replace(**{flag: True for flag in flags})
         plan.variants = [v]; plan.scratch = m.make_scratch(b, splits, q.device, plan.variants)
-        name = f"{m.LAYOUT_NAMES[layout]} t{bn} w{w} s{splits} st{stages}" + (f" {mod[0]}" if mod else "")
+        name = (f"{m.LAYOUT_NAMES[layout]} t{bn} w{w} s{splits} st{stages}" + (f" {mod[0]}" if mod else "")
+                + "".join(" " + flag for flag in flags))
         try:
             out = plan.run(q, packed, scales, qo, kvi)
             ok, msg = reference.check_implementation(data, out)
@@ -37,7 +41,7 @@ for key, flist in forms.items():
         except Exception as e:
             print(key, name, "FAILED", sub.error_summary(e)[:300], flush=True); continue
         entries.append({"name": name, "run": lambda plan=plan: plan.run(q, packed, scales, qo, kvi)})
-    for e in entries: e["us"] = []
+    for e in entries: e["us"] = []; e["run"]()  # each built and warm before the timed rounds
     for r in range(rounds):
         for e in entries[r % len(entries):] + entries[:r % len(entries)]:
             e["us"].append(sub.time_call_us(e["run"], q.device))

@@ -208,11 +208,13 @@ def test_the_fallback_order_is_native_pinned_then_plain(sub):
     expected = {
         ("gfx950", "hip"): [(sub.GFX950, sub.NATURAL, 0, 64, True), (sub.PORTABLE, sub.NATURAL, 2, 64, False),
                             (sub.PORTABLE, sub.NATURAL, 0, sub.PLAIN_BLOCK_N, False)],
-        ("sm_90", "cuda"): [(sub.PTX_SM90, sub.EVEN_ODD, 0, 64, False), (sub.PORTABLE, sub.EVEN_ODD, 1, 32, False)],
+        ("sm_90", "cuda"): [(sub.PTX_SM90, sub.EVEN_ODD, 0, 64, False, True), (sub.PTX_SM90, sub.EVEN_ODD, 0, 64, False),
+                            (sub.PORTABLE, sub.EVEN_ODD, 1, 32, False)],
         ("cpu", "cpu"): [(sub.PORTABLE, sub.NATURAL, 0, 64, False)],
     }
     for (arch, platform), order in expected.items():
-        got = [(v.convert, v.layout, v.pin, v.block_n, v.split_tail) for v in sub.variants_for(arch, platform, 64, 4)]
+        got = [(v.convert, v.layout, v.pin, v.block_n, v.split_tail) + ((True,) if v.pdl else ())
+               for v in sub.variants_for(arch, platform, 64, 4)]
         assert got == order, arch
     # the SCALED family: its native form, the same at one stage, then the BF16 family's order
     scaled = sub.variants_for("gfx950", "hip", 128, 8, 2, sub.SCALED_SCORES)
@@ -222,7 +224,47 @@ def test_the_fallback_order_is_native_pinned_then_plain(sub):
     # a FUSED merge: tried in the first form only, then every form with the combine kernel
     fused = sub.variants_for("sm_90", "cuda", 64, 4, 2, sub.BF16_SCORES, sub.MERGE_FUSED)
     combine = sub.variants_for("sm_90", "cuda", 64, 4, 2, sub.BF16_SCORES, sub.MERGE_COMBINE)
-    assert fused == [combine[0]._replace(merge=sub.MERGE_FUSED)] + combine
+    assert fused == [combine[1]._replace(merge=sub.MERGE_FUSED)] + combine
+
+
+@pytest.mark.parametrize("arch, platform, pdl", [("sm_90", "cuda", True), ("sm_100", "cuda", True),
+                                                 ("sm_80", "cuda", False), ("gfx950", "hip", False),
+                                                 ("cpu", "cpu", False)])
+def test_the_dependent_launch_form_comes_first_where_nvidia_has_it(sub, arch, platform, pdl):
+    """On NVIDIA sm_90+ a launch that merges with the combine kernel first tries the combine
+    as a programmatic dependent launch, then the very same form launched plainly (its
+    fallback; the SCALED family's BF16 fallback tile likewise); nowhere else, and never
+    without a combine (one split) or as FUSED."""
+    for scores in (sub.BF16_SCORES, sub.SCALED_SCORES):
+        for merge in (sub.MERGE_DIRECT, sub.MERGE_COMBINE, sub.MERGE_FUSED):
+            order = sub.variants_for(arch, platform, 64, 4, 1, scores, merge)
+            with_pdl = [i for i, v in enumerate(order) if v.pdl]
+            assert bool(with_pdl) == (pdl and merge != sub.MERGE_DIRECT)
+            assert all(order[i].merge == sub.MERGE_COMBINE and order[i + 1] == order[i]._replace(pdl=False)
+                       for i in with_pdl)
+            first_combine = next((v for v in order if v.merge == sub.MERGE_COMBINE), None)
+            assert (first_combine is not None and first_combine.pdl) == (pdl and merge != sub.MERGE_DIRECT)
+
+
+@pytest.mark.parametrize("pdl", [True, False])
+def test_the_dependent_launch_reaches_both_kernels(sub, monkeypatch, pdl):
+    """A PDL variant compiles the split kernel and the combine with PDL (the signal at the
+    end of every split program, the wait at the start of every combine program) and
+    launches the combine with launch_pdl; a plain one passes neither."""
+    launches = []
+    monkeypatch.setattr(sub, "_launch_kernel", lambda kernel, grid, args, constants, what: launches.append(
+        (kernel, constants)))
+    variant = sub.Variant(sub.PTX_SM90, sub.EVEN_ODD, 0, 64, 4, 1, merge=sub.MERGE_COMBINE, pdl=pdl)
+    q, kv_data, qo_indptr, kv_indptr, config = ref.generate_input(2, 1, 40, seed=58)
+    packed, scales = sub._mxfp4_operands(kv_data, q.device)
+    out = torch.empty((2, sub.NUM_HEADS, sub.V_HEAD_DIM), dtype=torch.bfloat16, device=q.device)
+    scratch = sub.make_scratch(2, 4, q.device, [variant])
+    sub._attention(variant, 4, q, packed.view(torch.uint8), scales.view(torch.uint8), qo_indptr, kv_indptr, out,
+                   scratch, config["sm_scale"], sub.V_HEAD_DIM)
+    (split, split_constants), (combine, combine_constants) = launches
+    assert (split, combine) == (sub._mla_split_kernel, sub._mla_combine_kernel)
+    assert split_constants["PDL"] is pdl and combine_constants["PDL"] is pdl
+    assert combine_constants.get("launch_pdl", False) is pdl and "launch_pdl" not in split_constants
 
 
 @pytest.mark.parametrize("quantizer, passes", [("real", True), ("one-exponent-up", False)])

@@ -63,13 +63,17 @@ def test_more_splits_than_the_combine_kernel_holds_at_once(fresh_plans, monkeypa
     assert_matches_exact(sub.custom_kernel(data), data)
 
 
-def test_fused_merge_holds_over_consecutive_calls_with_fresh_inputs(fresh_plans, monkeypatch, family):
+@pytest.mark.parametrize("merge_name", ["combine", "fused"])
+def test_merge_holds_over_consecutive_calls_with_fresh_inputs(fresh_plans, monkeypatch, family, merge_name):
     """Leaderboard mode: a fresh input every call (other lengths too, with the same total
     and the same longest, so that every call runs the same plan and its counters), a call that raised on bad input in
-    between; every output right, and the counters stay multiples of the split count (each
-    call adds num_splits to each, so the last program of each is found again)."""
+    between; every output right. FUSED: the counters stay multiples of the split count
+    (each call adds num_splits to each, so the last program of each is found again).
+    COMBINE on NVIDIA sm_90+: the combine runs as the dependent launch (PDL) every call."""
     sub = fresh_plans
-    use_launch(sub, monkeypatch, (3, 50), 16, 4, family, sub.MERGE_FUSED)
+    merge_mode = getattr(sub, f"MERGE_{merge_name.upper()}")
+    use_launch(sub, monkeypatch, (3, 50), 16, 4, family, merge_mode)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     plans = set()
     for call in range(5):
         lens = [[50, 0, 50], [50, 20, 30], [1, 49, 50], [50, 45, 5], [20, 50, 30]][call]  # longest 50, total 100
@@ -82,8 +86,11 @@ def test_fused_merge_holds_over_consecutive_calls_with_fresh_inputs(fresh_plans,
         assert_matches_exact(out, data, expected(sub, family, data))
         plan = last_plan(sub)
         plans.add(id(plan))
-        assert plan.variant.merge == sub.MERGE_FUSED
-        assert plan.scratch.count.tolist() == [4 * (call + 1)] * 3  # every split of every call counted
+        assert plan.variant.merge == merge_mode
+        assert plan.variant.pdl == (merge_mode == sub.MERGE_COMBINE and sub.pdl_capable(sub._arch(device),
+                                                                                         sub._platform(device)))
+        if merge_mode == sub.MERGE_FUSED:
+            assert plan.scratch.count.tolist() == [4 * (call + 1)] * 3  # every split of every call counted
     assert len(plans) == 1
 
 

@@ -159,7 +159,7 @@ def _build_spec(variant, num_splits=1):
     return (sub._mla_split_kernel, SPLIT_SIGNATURE,
             {"BLOCK_N": variant.block_n, "CONVERT": variant.convert, "LAYOUT": variant.layout, "PIN": variant.pin,
              "SPLIT_TAIL": variant.split_tail, "SCORES": variant.scores, "MERGE": variant.merge,
-             "PROBE": sub.PROBE_OFF, "FUSED_CHUNK": sub.fused_chunk(variant, num_splits)})
+             "PROBE": sub.PROBE_OFF, "FUSED_CHUNK": sub.fused_chunk(variant, num_splits), "PDL": variant.pdl})
 
 
 def launches_per_call(variant):
@@ -184,7 +184,8 @@ def kernel_variants(target_name):
                                 (fn, signature, consts, variant.num_warps, variant.num_stages))
                 if variant.merge == sub.MERGE_COMBINE:
                     for dims in (sub.V_HEAD_DIM, sub.COMBINE_DIMS_SPLIT):
-                        consts = {"CHUNK": min(launch.num_splits, sub.COMBINE_MAX_CHUNK), "DIMS": dims}
+                        consts = {"CHUNK": min(launch.num_splits, sub.COMBINE_MAX_CHUNK), "DIMS": dims,
+                                  "PDL": variant.pdl}
                         seen.setdefault(("combine", tuple(consts.items())),
                                         (sub._mla_combine_kernel, COMBINE_SIGNATURE, consts, 4, 1))
     for batch in Q8_BATCHES:
@@ -447,8 +448,10 @@ def compile_one(target_name, fn, signature, consts, num_warps, num_stages) -> di
     if "SCORES" in consts:
         row["family"] = sub.FAMILY_NAMES[consts["SCORES"]]
     try:
+        # the combine of a PDL variant is launched with launch_pdl (a launch option of the build)
+        pdl = {"launch_pdl": True} if fn is sub._mla_combine_kernel and consts.get("PDL") else {}
         compiled = triton.compile(src, target=target,
-                                  options={"num_warps": num_warps, "num_stages": num_stages})
+                                  options={"num_warps": num_warps, "num_stages": num_stages, **pdl})
     except Exception as exc:  # noqa: BLE001 - a failed build is a row, reported and tested
         return {**row, "error": f"{type(exc).__name__}: {exc}"[-2000:]}
     if target.backend == "hip":
@@ -506,7 +509,7 @@ def case_rows(target_name, variant_rows):
                    "convert": sub.CONVERT_NAMES[variant.convert], "BLOCK_N": variant.block_n,
                    "num_warps": variant.num_warps, "num_stages": variant.num_stages, "num_splits": launch.num_splits,
                    "merge": sub.MERGE_NAMES[variant.merge], "MERGE": variant.merge,
-                   "launches": launches_per_call(variant),
+                   "launches": launches_per_call(variant), "pdl": variant.pdl,
                    "elements_per_unit": batch * kv_len * sub.QK_HEAD_DIM / units}
             clocks = built[0].get("clocks_per_element") if built else None
             if clocks:
@@ -542,7 +545,7 @@ def print_rows(rows):
           f"{'warps':>5} {'stg':>3} {'regs':>14} {'spills':>6} {'LDS/shm':>7} {'occ':>4} {'mma':>4} "
           f"{'loop/el':>7} {'LDS B/el':>8} {'MFMA/4':>7} {'pf':>3}  matrix per wave per tile")
     for r in variants:
-        kernel = r["kernel"] + (f":{r['family']}" if "family" in r else "")
+        kernel = r["kernel"] + (f":{r['family']}" if "family" in r else "") + (":pdl" if r.get("PDL") else "")
         convert = r.get("convert", f"R{r['ROWS']} P{r['PHASE']}" if "PHASE" in r else "-")  # _q_fp8_kernel
         head = (f"{r['target']:<7} {r['triton']:<6} {kernel:<31} {convert:<9} "
                 f"{r.get('BLOCK_N', '-'):>3} {r.get('PIN', '-'):>3} {MERGE_SHORT.get(r.get('MERGE'), '-'):>3} "
@@ -573,7 +576,7 @@ def print_rows(rows):
               f"{'limit':>5} {'bound us':>9}" + (f" {'measured':>9} {'ratio':>6}" if target == "sm90" else ""))
         for r in (r for r in cases if r["target"] == target):
             variant = (f"{r['family']} {r['convert']} BN{r['BLOCK_N']} w{r['num_warps']} s{r['num_stages']} "
-                       f"{r['merge']}")
+                       f"{r['merge']}{'+pdl' if r.get('pdl') else ''}")
             head = (f"{str((r['batch'], r['kv_len'])):<12} {r['role']:<13} {variant:<46} {r['num_splits']:>6} "
                     f"{r['launches']:>4}")
             if "bound_us" not in r:
