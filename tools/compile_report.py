@@ -97,7 +97,7 @@ H200 = {"units": 132, "clock_hz": 1.98e9, "hbm_bytes_per_s": 4.8e12, "lds_bytes_
         "shared_reserved": 1024}
 # The H200's measured benchmark (eval.py benchmark --json): its copy-rate floor is the HBM
 # rate above, its rows' mean_us the measured time per case (dispatched per MEASURED_DISPATCH).
-MEASURED_FILE = ROOT / "results" / "h200_eval_benchmark_v9_table.json"
+MEASURED_FILE = ROOT / "results" / "h200_eval_benchmark_v10_table.json"
 # SIMD cycles of one gfx950 matrix instruction (gfx950.md: from the dense peaks, 512 bf16
 # MACs per cycle per SIMD). The scaled one: 32 cycles with an fp8 operand (our e4m3 Q x e2m1
 # K), 16 when both operands are fp4 (cbsz:4 blgp:4). Any other kind: its MACs at the bf16
