@@ -55,7 +55,6 @@ from typing import NamedTuple
 import torch
 import triton
 import triton.language as tl
-from triton.language.extra import cuda as tl_cuda
 
 from task import input_t, output_t
 
@@ -560,6 +559,20 @@ def _split_range(qo_indptr_ptr, kv_indptr_ptr, total_kv, num_splits, BLOCK_N: tl
 
 
 @triton.jit
+def _griddepcontrol(WAIT: tl.constexpr):
+    """NVIDIA sm_90+ (PTX griddepcontrol): WAIT - block until the grid this one depends on
+    (launched before it with a programmatic dependent launch) has ended and its memory is
+    visible; else launch_dependents - let that dependent grid be launched once every
+    program of this grid has said so or ended. Our own asm rather than
+    triton.language.extra.cuda, which a ROCm build of Triton need not ship."""
+    if WAIT:
+        tl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+    else:
+        tl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=tl.int32,
+                                  is_pure=False, pack=1)
+
+
+@triton.jit
 def _quantize_e4m3_blocks(q, ROWS: tl.constexpr, BLOCKS: tl.constexpr):
     """q (ROWS, BLOCKS * 32) float32 -> (q8 (ROWS, BLOCKS * 32) e4m3, scale bytes (ROWS,
     BLOCKS) e8m0): per block of 32 dims the smallest exponent e with amax / 2^e <= 448 (so
@@ -820,7 +833,7 @@ def _mla_split_kernel(
     _write_result(acc_a, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
                   qk_scale_log2, value_scale, probe_row, SCORES == 1, MERGE, FUSED_CHUNK, PROBE)
     if PDL:
-        tl_cuda.gdc_launch_dependents()
+        _griddepcontrol(False)
     _probe(probe_row, SLOT_END_C, l_i, PROBE)
     _probe(probe_row, PROBE_GLOBAL_END_C, l_i, PROBE, True)
 
@@ -836,7 +849,7 @@ def _mla_combine_kernel(out_ptr, part_acc_ptr, part_ml_ptr, num_splits, qk_scale
     programmatic dependent launch of the split kernel, so the program waits here
     (griddepcontrol.wait) until that grid has finished and its partials are visible."""
     if PDL:
-        tl_cuda.gdc_wait()
+        _griddepcontrol(True)
     seq = tl.program_id(0)
     head = tl.program_id(1)
     dims = tl.program_id(2) * DIMS + tl.arange(0, DIMS)

@@ -437,6 +437,20 @@ def h200_hbm_bytes_per_s():
 # builds, and the bound per case
 # ---------------------------------------------------------------------------------------
 
+def pdl_steps(ptx):
+    """Where a kernel's dependent-launch instructions sit in its PTX: wait_first when
+    griddepcontrol.wait comes before every global load (the combine reads no partial
+    before the split grid has ended), signal_last when griddepcontrol.launch_dependents
+    comes after every global store and atomic (the split program signals once its partial
+    is written)."""
+    lines = ptx.splitlines()
+    found = {name: [i for i, line in enumerate(lines) if re.search(pattern, line)] for name, pattern in (
+        ("wait", r"griddepcontrol\.wait"), ("signal", r"griddepcontrol\.launch_dependents"),
+        ("load", r"\bld\.global"), ("store", r"\b(st|atom|red)\.global"))}
+    return {"wait_first": bool(found["wait"]) and min(found["wait"]) < min(found["load"], default=len(lines)),
+            "signal_last": bool(found["signal"]) and min(found["signal"]) > max(found["store"], default=-1)}
+
+
 def compile_one(target_name, fn, signature, consts, num_warps, num_stages) -> dict:
     target = TARGETS[target_name][0]
     src = ASTSource(fn=fn, signature=signature, constexprs=consts,
@@ -458,6 +472,8 @@ def compile_one(target_name, fn, signature, consts, num_warps, num_stages) -> di
         row.update(_amdgcn_report(compiled.asm["amdgcn"], compiled.metadata.shared, consts, num_warps))
     else:
         row.update(_sass_report(compiled, consts, num_warps))
+        if consts.get("PDL"):
+            row.update(pdl_steps(compiled.asm["ptx"]))
     return row
 
 

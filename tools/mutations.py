@@ -142,6 +142,12 @@ MUTATIONS = [
              FALLBACK + ["dependent_launch_reaches"]),
     mutation("pdl: the split kernel compiled without its signal", "fused_chunk(variant, num_splits), PDL=variant.pdl,",
              "fused_chunk(variant, num_splits), PDL=False,", FALLBACK + ["dependent_launch_reaches"]),
+    mutation("pdl: the combine never waits for the split grid", "        _griddepcontrol(True)\n", "        pass\n",
+             ["tests/test_compile_targets.py", "-k", "signals_after_writing"]),
+    mutation("pdl: the split program signals before writing its partial",
+             "    _write_result(acc_a, m_i, l_i, range_ok,",
+             "    if PDL:\n        _griddepcontrol(False)\n    _write_result(acc_a, m_i, l_i, range_ok,",
+             ["tests/test_compile_targets.py", "-k", "signals_after_writing"]),
     mutation("fused: the first program to finish merges", "finished = tl.atomic_add(count_ptr + seq, 1, sem=\"acq_rel\", "
              "scope=\"gpu\") + 1", "finished = tl.atomic_add(count_ptr + seq, 1, sem=\"acq_rel\", scope=\"gpu\")",
              ["tests/test_merge.py", "-k", "empty_and_single and fused and bf16"]),
