@@ -191,13 +191,13 @@ MUTATIONS = [
     mutation("a refused launch is fatal", "        raise KernelLaunchError(f\"{what}: {type(exc).__name__}: "
              "{exc}\") from exc\n\n\nclass Scratch", "        raise\n\n\nclass Scratch",
              FALLBACK + ["sorted_by_kind and refused"]),
-    mutation("fallback order reversed", "    merged = [variant._replace(", "    order = order[::-1]\n    merged = [variant._replace(",
+    mutation("fallback order reversed", "    merge_after = MERGE_COMBINE if", "    order = order[::-1]\n    merge_after = MERGE_COMBINE if",
              FALLBACK + ["fallback_order"]),
     mutation("native variant without its split-tail loop", "native in SPLIT_TAIL_CONVERTS))", "False))",
              FALLBACK + ["fallback_order"]),
     # --- launch table and dispatch ---
-    mutation("launch table: an invalid tile", "(4, 1024): ('triton', 32, 4, 32, 1, 0, 1),",
-             "(4, 1024): ('triton', 48, 4, 32, 1, 0, 1),",
+    mutation("launch table: an invalid tile", "(4, 1024): ('triton', 64, 4, 16, 1, 0, 1),",
+             "(4, 1024): ('triton', 48, 4, 16, 1, 0, 1),",
              ["tests/test_dispatch.py"]),
     mutation("dispatch ignores the measured table", "choice = measured_table(device).get((batch, kv_len))",
              "choice = None", ["tests/test_dispatch.py"]),
