@@ -1134,6 +1134,7 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_S
     Where pdl_capable, the first form that merges with the combine kernel is tried with
     the combine as a dependent launch before the same form launched plainly.
     """
+    merge_after = MERGE_COMBINE if merge == MERGE_FUSED else merge
     if scores == SCALED_SCORES:
         convert = SCALED_NATIVE.get(arch, PORTABLE)
         if os.environ.get("MLA_CONVERT") == "portable":
@@ -1141,7 +1142,7 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_S
         order = [Variant(convert, NATURAL, 0, block_n, num_warps, num_stages, True, SCALED_SCORES)]
         if num_stages > 1:
             order.append(order[0]._replace(num_stages=1))
-        order += variants_for(arch, platform, *SCALED_FALLBACK_TILE)
+        order += variants_for(arch, platform, *SCALED_FALLBACK_TILE, BF16_SCORES, merge_after)
     else:
         layout = LAYOUT_BY_ARCH.get(arch, NATURAL)
         order = []
@@ -1153,10 +1154,7 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_S
         order.append(Variant(PORTABLE, layout, pin, portable_block_n, num_warps, num_stages))
         if platform == "hip":  # no inline asm at all, small tiles: spill-free without the pin
             order.append(Variant(PORTABLE, layout, 0, PLAIN_BLOCK_N, num_warps, 1))
-    merge_after = MERGE_COMBINE if merge == MERGE_FUSED else merge
-    # (the SCALED family's BF16 fallback order comes with its own dependent-launch form)
-    merged = list(dict.fromkeys(variant._replace(merge=merge_after, pdl=variant.pdl and merge_after == MERGE_COMBINE)
-                                for variant in order))
+    merged = [variant._replace(merge=merge_after) for variant in order]
     first = [merged[0]._replace(merge=MERGE_FUSED)] if merge == MERGE_FUSED else []
     if merged[0].merge == MERGE_COMBINE and pdl_capable(arch, platform):
         first.append(merged[0]._replace(pdl=True))
