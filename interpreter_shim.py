@@ -14,6 +14,14 @@ yet"; seen in triton 3.6 through 3.9):
    bias of ~2^-10 relative on every rounded value, which biased our kernels' CPU output by
    ~0.4% (seen in triton 3.9.0). Fix: round to nearest even with torch, as the GPUs do.
 
+4. Not a bug but a blind spot: the interpreter reads and writes host memory through raw
+   addresses, so a load past a tensor's end reads whatever lies there and the values may
+   still pass (a masked-out tail row, say), where the GPU faults and ends the process.
+   `install_bounds_guard()` checks every active (mask-true) lane of every load, store and
+   atomic of a launch: its whole element must lie inside the storage of one of the
+   launch's tensor arguments; otherwise an IndexError inside the kernel (the launch
+   fails) and a record in `bounds_violations()`, which the tests assert empty.
+
 `install()` patches the interpreter's builder in place; `uninstall()` restores it; both
 are idempotent. The tests and the CPU path of eval.py call `install()`; the GPU paths
 never import this module. Kernels behave the same with or without it on a GPU.
@@ -68,6 +76,83 @@ def _cast(self, src, dst_type):
 _PATCHES = {"create_dot": _dot, "create_fp_to_fp": _fp_to_fp, "cast_impl": _cast}
 
 
+# --- the bounds guard -------------------------------------------------------------------
+_LAUNCH = {"kernel": None, "storages": None}  # the running launch's tensor arguments
+_VIOLATIONS: list = []
+
+
+def _init_args_hst(self, args_dev, kwargs):
+    """The interpreter's copy of the arguments to the host, plus the [start, end) byte
+    range of each tensor argument's storage for the guard."""
+    args_hst, kwargs_hst = _ORIGINALS["_init_args_hst"](self, args_dev, kwargs)
+    storages = [arg.untyped_storage() for arg in [*args_hst, *kwargs_hst.values()] if isinstance(arg, torch.Tensor)]
+    _LAUNCH["kernel"] = getattr(self.fn, "__name__", "kernel")
+    _LAUNCH["storages"] = np.array([(s.data_ptr(), s.data_ptr() + s.nbytes()) for s in storages] or
+                                   np.zeros((0, 2)), dtype=np.uint64).reshape(-1, 2)
+    return args_hst, kwargs_hst
+
+
+def _check(ptrs, mask, what):
+    """IndexError (and a record) when an active lane's element is outside every storage."""
+    storages = _LAUNCH["storages"]
+    if storages is None:
+        return
+    addresses = np.broadcast_to(ptrs.data, np.shape(mask.data) or np.shape(ptrs.data)).astype(np.uint64)
+    active = addresses[np.broadcast_to(mask.data, addresses.shape).astype(bool)]
+    width = np.uint64(max(1, ptrs.get_element_ty().primitive_bitwidth // 8))
+    inside = np.zeros(active.shape, dtype=bool)
+    for start, end in storages:
+        inside |= (active >= start) & (active + width <= end)
+    if not inside.all():
+        bad = int(active[~inside][0])
+        nearest = min(storages, key=lambda r: min(abs(bad - int(r[0])), abs(bad - int(r[1]))))
+        message = (f"{_LAUNCH['kernel']}: {what} of {int((~inside).sum())} lane(s) outside every tensor argument's "
+                   f"storage, e.g. address {bad:#x} ({bad - int(nearest[1]):+d} bytes past the end of the nearest "
+                   f"storage, [{int(nearest[0]):#x}, {int(nearest[1]):#x}))")
+        _VIOLATIONS.append(message)
+        raise IndexError(message)
+
+
+def _masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
+    _check(ptrs, mask, "load")
+    return _ORIGINALS["create_masked_load"](self, ptrs, mask, other, cache_policy, is_volatile)
+
+
+def _masked_store(self, ptrs, value, mask, cache_policy):
+    _check(ptrs, mask, "store")
+    return _ORIGINALS["create_masked_store"](self, ptrs, value, mask, cache_policy)
+
+
+def _atomic_rmw(self, rmw_op, ptr, val, mask, sem, scope):
+    _check(ptr, mask, "atomic")
+    return _ORIGINALS["create_atomic_rmw"](self, rmw_op, ptr, val, mask, sem, scope)
+
+
+_GUARD_PATCHES = {"create_masked_load": _masked_load, "create_masked_store": _masked_store,
+                  "create_atomic_rmw": _atomic_rmw}
+
+
+def install_bounds_guard() -> None:
+    """Turn the bounds guard on (idempotent): every later launch in the interpreter checks
+    its loads, stores and atomics against its tensor arguments' storages."""
+    builder = _interp.InterpreterBuilder
+    for name, patched in _GUARD_PATCHES.items():
+        if name not in _ORIGINALS:
+            _ORIGINALS[name] = getattr(builder, name)
+            setattr(builder, name, patched)
+    if "_init_args_hst" not in _ORIGINALS:
+        _ORIGINALS["_init_args_hst"] = _interp.GridExecutor._init_args_hst
+        _interp.GridExecutor._init_args_hst = _init_args_hst
+
+
+def bounds_violations(clear=False) -> list:
+    """The guard's records since the last clear (messages naming kernel, access, address)."""
+    found = list(_VIOLATIONS)
+    if clear:
+        _VIOLATIONS.clear()
+    return found
+
+
 def install() -> None:
     builder = _interp.InterpreterBuilder
     for name, patched in _PATCHES.items():
@@ -77,9 +162,12 @@ def install() -> None:
 
 
 def uninstall() -> None:
+    """Restore the interpreter: the fixes and the bounds guard."""
     builder = _interp.InterpreterBuilder
     for name in list(_ORIGINALS):
-        setattr(builder, name, _ORIGINALS.pop(name))
+        owner = _interp.GridExecutor if name == "_init_args_hst" else builder
+        setattr(owner, name, _ORIGINALS.pop(name))
+    _LAUNCH.update(kernel=None, storages=None)
 
 
 def installed() -> bool:

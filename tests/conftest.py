@@ -21,6 +21,7 @@ if not HAS_GPU:
     import asm_emulation  # noqa: E402 - the native variants' inline asm, emulated
 
     interpreter_shim.install()
+    interpreter_shim.install_bounds_guard()  # every load, store and atomic inside a tensor argument
     asm_emulation.install()
 
 # A kernel variant that falls back outside tests/test_fallback.py is a failure: the
@@ -39,6 +40,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.filterwarnings(FALLBACK_IS_AN_ERROR))
         if not HAS_GPU and "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def no_access_out_of_bounds():
+    """In the interpreter, a test fails when any kernel it ran touched memory outside its
+    tensor arguments (interpreter_shim's bounds guard), even where the values passed or a
+    fallback hid the failed launch: on a GPU that access can fault and end the process."""
+    if HAS_GPU:
+        yield
+        return
+    interpreter_shim.bounds_violations(clear=True)
+    yield
+    found = interpreter_shim.bounds_violations(clear=True)
+    assert not found, "out-of-bounds access in the interpreter:\n" + "\n".join(found[:5])
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ computes the a8w8 math from exactly the arguments it is given, so a wrong scale,
 buffer shows up in the output. Where real aiter imports (ROCm), the real thing is tested too.
 """
 import inspect
+import sys
 
 import pytest
 import torch
@@ -453,14 +454,91 @@ def test_first_call_tuning_times_aiter_with_its_metadata_rebuilt(fake, monkeypat
     monkeypatch.delenv("MLA_PATH")
     monkeypatch.setenv("MLA_TUNE", "1")
     monkeypatch.setattr(submission, "TUNED", {})
-    monkeypatch.setattr(submission, "TUNE_LOG", {"header": None, "cases": [], "spent_timing_s": 0.0,
-                                                 "spent_wall_s": 0.0, "printed": set()})
+    monkeypatch.setattr(submission, "TUNE_LOG", submission.fresh_tune_log())
     monkeypatch.setattr(submission, "ranked_candidates", lambda batch, kv_len, device: [("aiter",)])
     monkeypatch.setattr(submission, "TUNE_ROUNDS", 3)
     monkeypatch.setattr(submission, "TUNE_CASE_TIMING_S", 1e9)
-    monkeypatch.setattr(submission, "TUNE_TOTAL_TIMING_S", 1e9)
+    monkeypatch.setattr(submission, "TUNE_CASE_WALL_S", 1e9)
     data = ref.generate_input(3, 1, 64, seed=51, device=CPU)
     out = submission.custom_kernel(data)
     assert submission.TUNE_LOG["cases"][0]["pick"] == ("aiter",)
-    assert len(fake.fills) == 1 + 3 and fake.decodes == 1 + 3 + 1
+    # decodes: the build (aiter's first run), the candidate's first run, 3 timed, the
+    # pick's kernel times, the call itself; metadata: the build and each timed run
+    assert len(fake.fills) == 1 + 3 and fake.decodes == 1 + 1 + 3 + 1 + 1
     assert torch.equal(out, ref.emulated_a8w8(data))
+
+
+class RaisesAtCallTime(FakeAiter):
+    """aiter whose decode raises on every call (a kernel it cannot load, say)."""
+
+    def mla_decode_fwd(self, *args, **kwargs):
+        self.decodes += 1
+        raise RuntimeError("HIP error: invalid device function")
+
+
+class MovedApi(FakeAiter):
+    """aiter whose decode no longer takes intra_batch_mode (an API that moved)."""
+
+    def mla_decode_fwd(self, q, kv_buffer, o, qo_indptr, kv_indptr, kv_indices, kv_last_page_lens,
+                       max_seqlen_q, page_size=1, nhead_kv=1, sm_scale=None, logit_cap=0.0,
+                       num_kv_splits=None, num_kv_splits_indptr=None, work_meta_data=None,
+                       work_indptr=None, work_info_set=None, reduce_indptr=None, reduce_final_map=None,
+                       reduce_partial_map=None, q_scale=None, kv_scale=None):
+        raise AssertionError("never called: the glue checks the signature first")
+
+
+@pytestmark_double
+@pytest.mark.parametrize("double", [RaisesAtCallTime, MovedApi], ids=["raises", "moved-api"])
+def test_aiter_failing_at_call_time_is_one_warning_and_the_triton_result(fresh_plans, monkeypatch, double):
+    """Outside tuning (the table picks aiter), aiter raising at call time, or its API having
+    moved, is one warning and the Triton chain from then on, with the right answer."""
+    stand_in = double()
+    monkeypatch.setattr(submission, "AITER", stand_in.api())
+    monkeypatch.setattr(submission, "_WARNED", set())
+    monkeypatch.delenv("MLA_PATH", raising=False)
+    monkeypatch.setitem(submission.MEASURED_DISPATCH, "cpu", {(2, 40): ("aiter",)})
+    data = ref.generate_input(2, 1, 40, seed=47, device=torch.device("cpu"))
+    with pytest.warns(RuntimeWarning, match="aiter failed .*every case runs on Triton from now on") as record:
+        out = submission.custom_kernel(data)
+        again = submission.custom_kernel(data)
+    assert len([w for w in record if "aiter failed" in str(w.message)]) == 1
+    assert submission.AITER is None and stand_in.decodes <= 1
+    expected = ref.exact_attention(data)
+    for result in (out, again):
+        assert bool(((result.float() - expected).abs() <= 8e-3 + 2e-2 * expected.abs()).all())
+    if double is MovedApi:
+        message = str(record[0].message)
+        assert "aiter.mla.mla_decode_fwd does not take the arguments the glue passes (got an unexpected keyword " \
+               "argument 'intra_batch_mode'" in message and "its signature: (q, kv_buffer, o," in message
+
+
+@pytestmark_double
+def test_a_moved_api_is_a_failed_tuning_candidate_with_its_signature(fresh_plans, monkeypatch):
+    monkeypatch.setattr(submission, "AITER", MovedApi().api())
+    monkeypatch.setattr(submission, "_WARNED", set())
+    monkeypatch.setattr(submission, "TUNED", {})
+    monkeypatch.setattr(submission, "TUNE_LOG", submission.fresh_tune_log())
+    monkeypatch.setattr(submission, "ranked_candidates", lambda batch, kv_len, device: [("aiter",)])
+    monkeypatch.delenv("MLA_PATH", raising=False)
+    monkeypatch.setenv("MLA_TUNE", "1")
+    data = ref.generate_input(2, 1, 40, seed=48, device=torch.device("cpu"))
+    with pytest.warns(RuntimeWarning, match="aiter failed"):
+        out = submission.custom_kernel(data)  # no candidate ran: the prediction (Triton)
+    report = submission.tuning_report()
+    assert "failed aiter: AiterSignatureError: aiter.mla.mla_decode_fwd does not take the arguments" in report
+    assert "its signature: (q, kv_buffer, o, qo_indptr, kv_indptr, kv_indices, kv_last_page_lens" in report
+    expected = ref.exact_attention(data)
+    assert bool(((out.float() - expected).abs() <= 8e-3 + 2e-2 * expected.abs()).all())
+
+
+def test_the_aiter_commit_is_read_from_the_installed_version(monkeypatch):
+    import importlib.metadata
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda name: "0.1.10.dev57+ga722aff38" if name == "amd-aiter" else "0")
+    assert submission.aiter_commit_found() == "a722aff38 (from the version 0.1.10.dev57+ga722aff38)"
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    monkeypatch.setitem(sys.modules, "aiter", None)  # no checkout to read either
+    assert submission.aiter_commit_found() == "unknown"

@@ -77,3 +77,74 @@ def test_the_combine_dims_follow_the_plans_batch_not_the_synthetic_one(fresh_pla
     monkeypatch.setitem(sub.MEASURED_DISPATCH, "cpu", {(3, 40): ("triton", 16, 4, 2, 1)})
     sub.custom_kernel(ref.generate_input(3, 1, 40, seed=82))
     assert [d for _, d in seen] == [sub.COMBINE_DIMS_SPLIT] * 2 and [b for b, _ in seen] == [2, 3]  # check, call
+
+
+LEADERBOARD_CASES = [(4, 1024), (4, 8192), (32, 1024), (32, 8192), (64, 1024), (64, 8192), (256, 1024),
+                     (256, 8192)]
+# architecture -> (Triton target, compute units, platform)
+TARGETS = {"gfx950": (("hip", "gfx950", 64), 256, "hip"), "sm_90": (("cuda", 90, 32), 132, "cuda")}
+
+
+def _binder(kernel, target):
+    """Triton's own argument binder of `kernel` for `target`: (*args, **constants) ->
+    (bound args, specialization, options), the key its binary cache is looked up by."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    from triton.runtime.jit import JITFunction, create_function_from_signature
+    jit = kernel if isinstance(kernel, JITFunction) else JITFunction(kernel.fn, **kernel.kwargs)
+    return create_function_from_signature(jit.signature, jit.params, make_backend(GPUTarget(*target)))
+
+
+@pytest.mark.parametrize("arch", list(TARGETS))
+def test_the_self_check_launches_the_binary_the_call_launches(fresh_plans, monkeypatch, arch):
+    """For every variant the eight leaderboard cases can run on the runner's gfx950 and the
+    H200's sm_90 (the dispatch's choice and every first-call tuning candidate, each with its
+    fallback order), Triton's specialization of the self-check's launches (synthetic input
+    laid out like the real one) equals that of the call's own: the same binary is checked and
+    run. Nothing runs: the launches are captured. A value dropped from do_not_specialize
+    (total_kv is 4 x kv_len here, 4 x BLOCK_N + 10 in the check) fails it."""
+    sub = fresh_plans
+    target, units, platform = TARGETS[arch]
+    monkeypatch.setattr(sub, "_arch", lambda device: arch)
+    monkeypatch.setattr(sub, "_num_sms", lambda device: units)
+    monkeypatch.setattr(sub, "_platform", lambda device: platform)
+    monkeypatch.setattr(sub, "check_output", lambda *args, **kwargs: None)
+    captured = []
+    monkeypatch.setattr(sub, "_launch_kernel", lambda kernel, grid, args, constants, what:
+                        captured.append((kernel, args, constants)))
+    binders = {}
+
+    def keys(launches):
+        found = {}
+        for kernel, args, constants in launches:
+            binder = binders.setdefault(id(kernel), _binder(kernel, target))
+            _, specialization, options = binder(*args, **constants)
+            found[kernel.fn.__name__ if hasattr(kernel, "fn") else kernel.__name__] = (specialization, options)
+        return found
+    checked = 0
+    for batch, kv_len in LEADERBOARD_CASES:
+        total_kv = batch * kv_len
+        q = torch.empty((batch, sub.NUM_HEADS, sub.QK_HEAD_DIM), dtype=torch.bfloat16)
+        packed = torch.empty((total_kv, 1, sub.PACKED_ROW_BYTES), dtype=torch.uint8)  # never touched
+        for scales in (torch.empty((total_kv, sub.SCALE_COLS), dtype=torch.uint8),
+                       torch.empty((-(-total_kv // 256) * 256, 24), dtype=torch.uint8)):  # trimmed, padded
+            indptr = torch.arange(batch + 1, dtype=torch.int32)
+            choices = {sub.choose(batch, kv_len, q.device), *sub.ranked_candidates(batch, kv_len, q.device)}
+            seen = set()
+            for choice in sorted(c for c in choices if c[0] == "triton"):
+                launch = sub.make_launch(*choice[1:])
+                plan = sub._TritonPlan(batch, launch, q.device, 1 / 24)
+                out = torch.empty((batch, sub.NUM_HEADS, sub.V_HEAD_DIM), dtype=torch.bfloat16)
+                for variant in plan.variants:
+                    if (variant, launch.num_splits, plan.combine_dims) in seen:
+                        continue
+                    seen.add((variant, launch.num_splits, plan.combine_dims))
+                    captured.clear()
+                    sub.self_check(variant, launch.num_splits, (q, packed, scales), 1 / 24, plan.combine_dims)
+                    check = keys(captured)
+                    captured.clear()
+                    sub._attention(variant, launch.num_splits, q, packed, scales, indptr, indptr * kv_len, out,
+                                   plan.scratch, 1 / 24, plan.combine_dims)
+                    assert check == keys(captured), (arch, batch, kv_len, variant.describe())
+                    checked += 1
+    assert checked > 100

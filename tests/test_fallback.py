@@ -12,6 +12,9 @@ The failures are injected here so they run in the CPU interpreter and on a GPU:
   swapped, one code's sign, one block exponent), beside the unmodified stand-in as the
   control that must pass.
 """
+import os
+import subprocess
+
 import pytest
 import torch
 import triton
@@ -152,6 +155,64 @@ def test_a_host_side_bug_propagates_instead_of_falling_back(sub, monkeypatch):
     monkeypatch.setattr(sub, "LOG2_SHIFT", {})
     with pytest.raises(KeyError):
         sub.custom_kernel(ref.generate_input(2, 1, 40, seed=55))
+    assert not sub.FAILED_VARIANTS
+
+
+def raises_from_the_toolchain(exc):
+    """A function that raises `exc` from a frame inside Triton's AMD backend, as a failing
+    pass (AssertionError) or the linker (subprocess.CalledProcessError) would."""
+    path = os.path.join(os.path.dirname(triton.__file__), "backends", "amd", "compiler.py")
+    namespace = {}
+    exec(compile("def make_hsaco(exc):\n    raise exc\n", path, "exec"), namespace)
+    return lambda: namespace["make_hsaco"](exc)
+
+
+class BuildsBadly:
+    """The split kernel, except that a launch of the first variant's conversion fails to
+    build with a non-Triton exception raised inside Triton's backend."""
+
+    def __init__(self, real, convert, exc):
+        self.real, self.convert, self.exc, self.__name__ = real, convert, exc, "_mla_split_kernel"
+
+    def __getitem__(self, grid):
+        def launch(*args, **constants):
+            if constants["CONVERT"] == self.convert:
+                raises_from_the_toolchain(self.exc)()
+            return self.real[grid](*args, **constants)
+        return launch
+
+
+@pytest.mark.parametrize("exc", [AssertionError("LLVM ERROR: cannot select"),
+                                 subprocess.CalledProcessError(1, ["ld.lld", "-shared"])],
+                         ids=["pass-assertion", "linker"])
+def test_a_compiler_failure_of_any_type_falls_back(sub, monkeypatch, exc):
+    """A build that fails in Triton's backend with an exception that is not a Triton error
+    (an assertion of a pass, the linker's CalledProcessError) is a variant that failed to
+    build: one warning and the next variant."""
+    first = sub.variants_for("cpu", "cpu", 64, 4)[0]
+    use_variants(sub, monkeypatch, lambda real: real[0]._replace(convert=sub.GFX950, split_tail=True))
+    monkeypatch.setattr(sub, "_mla_split_kernel", BuildsBadly(sub._mla_split_kernel, sub.GFX950, exc))
+    data = ref.generate_input(2, 1, 40, seed=57)
+    with pytest.warns(RuntimeWarning, match=f"kernel variant failed.*KernelLaunchError: {type(exc).__name__}"):
+        out = sub.custom_kernel(data)
+    plan = the_plan(sub)
+    assert plan.variant == plan.variants[1] and plan.variant.convert == first.convert
+    assert_right(out, data)
+
+
+def test_a_same_typed_error_from_our_own_code_still_propagates(sub, monkeypatch):
+    """The same AssertionError raised by our own launcher code (not inside the toolchain)
+    is a bug to see."""
+    class Broken:
+        __name__ = "_mla_split_kernel"
+
+        def __getitem__(self, grid):
+            def launch(*args, **constants):
+                raise AssertionError("our own bug")
+            return launch
+    monkeypatch.setattr(sub, "_mla_split_kernel", Broken())
+    with pytest.raises(AssertionError, match="our own bug"):
+        sub.custom_kernel(ref.generate_input(2, 1, 40, seed=58))
     assert not sub.FAILED_VARIANTS
 
 
