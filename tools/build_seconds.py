@@ -1,0 +1,85 @@
+"""Seconds a cold runner spends building kernels during first-call tuning: every gfx950
+binary the eight leaderboard cases' candidates launch (each candidate's first variant, and
+the combine kernel where it merges through it), built ahead of time in the order tuning
+meets them with an empty Triton cache, on this machine's CPU. These are the numbers behind
+the per-case tuning budget (submission.TUNE_CASE_WALL_S): a binary built for one case is
+in the cache for the next, as in the runner's one process.
+
+    PYTHONPATH=.ci/triton-3.6.0 python tools/build_seconds.py [--json PATH]   # the runner's Triton
+
+The runner's host (AMD EPYC 9575F) is faster per core than a shared 2-core CI machine, so
+these are upper bounds there; aiter's JIT builds (~220-245 s) are not Triton's and not here.
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cold-")  # before triton is imported
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import compile_report as report  # noqa: E402
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+sub = report.sub
+
+
+def binaries(choice, batch):
+    """(key, build spec) of the binaries one Triton candidate's first variant launches."""
+    launch = sub.make_launch(*choice[1:])
+    variant = sub.variants_for("gfx950", "hip", launch.block_n, launch.num_warps, launch.num_stages, launch.scores,
+                               launch.merge)[0]
+    fn, signature, consts = report._build_spec(variant, launch.num_splits)
+    found = [((fn.__name__, tuple(consts.items()), variant.num_warps, variant.num_stages),
+              (fn, signature, consts, variant.num_warps, variant.num_stages))]
+    if variant.merge == sub.MERGE_COMBINE:
+        consts = {"CHUNK": min(launch.num_splits, sub.COMBINE_MAX_CHUNK), "DIMS": sub.combine_dims(batch, 256),
+                  "PDL": False}
+        found.append((("combine", tuple(consts.items())), (sub._mla_combine_kernel, report.COMBINE_SIGNATURE,
+                                                           consts, 4, 1)))
+    return found
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json")
+    options = parser.parse_args()
+    built, rows = set(), []
+    with report._dispatching_as("gfx950"):
+        for batch, kv_len in report.LEADERBOARD_CASES:
+            seconds, count, longest = 0.0, 0, 0.0
+            for choice in sub.ranked_candidates(batch, kv_len, torch.device("cpu")):
+                if choice[0] != "triton":
+                    continue
+                for key, spec in binaries(choice, batch):
+                    if key in built:
+                        continue
+                    built.add(key)
+                    start = time.perf_counter()
+                    row = report.compile_one("gfx950", *spec)
+                    took = time.perf_counter() - start
+                    if "error" in row:
+                        print(f"build failed: {spec[0].__name__} {spec[2]}: {row['error'][-200:]}", file=sys.stderr)
+                    seconds, count, longest = seconds + took, count + 1, max(longest, took)
+            rows.append({"batch": batch, "kv_len": kv_len, "new_binaries": count, "build_s": round(seconds, 2),
+                         "longest_s": round(longest, 2)})
+            print(f"({batch}, {kv_len}): {count} new binaries, {seconds:.1f} s (longest {longest:.1f} s) "
+                  f"of a {sub.TUNE_CASE_WALL_S:.0f} s share", flush=True)
+    total = sum(r["build_s"] for r in rows)
+    print(f"all cases: {sum(r['new_binaries'] for r in rows)} binaries, {total:.1f} s, triton {triton.__version__}, "
+          f"{os.cpu_count()} CPUs")
+    if options.json:
+        Path(options.json).write_text(json.dumps({
+            "what": "gfx950 builds of first-call tuning's candidates, cold Triton cache, this CPU",
+            "command": "PYTHONPATH=.ci/triton-3.6.0 python tools/build_seconds.py --json " + options.json,
+            "triton": triton.__version__, "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
+            "case_wall_share_s": sub.TUNE_CASE_WALL_S, "cases": rows, "total_build_s": round(total, 2)},
+            indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
