@@ -395,7 +395,8 @@ def check_implementation(data: input_t, output: output_t) -> tuple[bool, str]:
     if output.shape == expected.shape:
         diff = (output.float() - expected.float()).abs()
         outside = (diff > README_ATOL + README_RTOL * expected.float().abs()).float().mean().item()
-        notes.append(f"(info) outside README rtol {README_RTOL}/atol {README_ATOL}: {outside:.2%}")
+        notes.append(f"(info) outside the leaderboard task README's rtol {README_RTOL}/atol {README_ATOL} "
+                     f"(not the rule): {outside:.2%}")
     if output.dtype != torch.bfloat16:
         notes.append(f"(info) output dtype {output.dtype}; the task's output is torch.bfloat16")
     return good, ("\\n" if not good else "; ").join([message, *notes])  # a pass: one line

@@ -207,7 +207,8 @@ def test_check_implementation_passes_in_one_line():
     output = expected.clone()
     output.view(-1)[:8] += 1.0  # 8 elements off: the second stage passes it
     good, message = reference.check_implementation(data, output)
-    assert good and message.startswith("pass by the second stage") and "(info) outside README" in message
+    assert good and message.startswith("pass by the second stage"), message
+    assert "(info) outside the leaderboard task README" in message, message
     assert utils.MESSAGE_SEPARATOR not in message and "ERROR at" not in message, message
 
 

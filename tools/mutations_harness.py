@@ -456,6 +456,22 @@ MUTATIONS = [
      "old": 'str(value).replace(MESSAGE_SEPARATOR, "\\n    ")',
      "new": "str(value)",
      "tests": [f"{HARNESS_TESTS}::test_a_message_stays_one_protocol_line_on_the_fd_and_reads_as_lines_on_stdout"]},
+    # --- the docs' citations
+    {"name": "the README cites a results file that does not exist",
+     "path": "README.md",
+     "old": "`results/h200_eval_benchmark_v10_table.json`",
+     "new": "`results/h200_eval_benchmark_v11_table.json`",
+     "tests": ["tests/test_doc_paths.py::test_every_cited_file_exists[README.md]"]},
+    {"name": "doc citations: every path taken to exist",
+     "path": "tests/test_doc_paths.py",
+     "old": 'return any(ROOT.glob(relative)) if "*" in relative else (ROOT / relative).exists()',
+     "new": "return True",
+     "tests": ["tests/test_doc_paths.py::test_the_rule_sees_a_missing_file_and_spares_history"]},
+    {"name": "doc citations: a path with a commit beside it checked in the tree",
+     "path": "tests/test_doc_paths.py",
+     "old": "        found.append((match[2], None, match[1] or (after[1] if after else None)))",
+     "new": "        found.append((match[2], None, match[1]))",
+     "tests": ["tests/test_doc_paths.py::test_every_cited_file_exists[docs/performance.md]"]},
 ]
 
 
