@@ -472,6 +472,17 @@ MUTATIONS = [
      "old": "        found.append((match[2], None, match[1] or (after[1] if after else None)))",
      "new": "        found.append((match[2], None, match[1]))",
      "tests": ["tests/test_doc_paths.py::test_every_cited_file_exists[docs/performance.md]"]},
+    # --- tools/proton_probe.py
+    {"name": "proton copy: the scores point named as the loaded one",
+     "path": "tools/proton_probe.py",
+     "old": '"tile_slot + 1": "scores"',
+     "new": '"tile_slot + 1": "loaded"',
+     "tests": ["tests/test_proton_probe.py::test_every_probe_site_of_the_submission_becomes_a_point"]},
+    {"name": "proton trace: a phase at its earliest warp, not its latest",
+     "path": "tools/proton_probe.py",
+     "old": "latest[phase] = max(latest.get(phase, when), when)",
+     "new": "latest[phase] = min(latest.get(phase, when), when)",
+     "tests": ["tests/test_proton_probe.py::test_trace_phases_take_the_latest_warp_from_the_programs_start"]},
 ]
 
 
