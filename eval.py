@@ -20,8 +20,8 @@
     python eval.py profile [case file] [--json PATH]
         per case, after one warm call: one call timed as the runner times it, and one call
         under torch.profiler: each GPU kernel's time, their sum, and the gap (event time -
-        sum: launch gaps, idle time). The table goes in benchmark.<i>.report with the
-        profiler's own table.
+        sum: launch gaps, idle time). The table and the profiler's own: printed as text, and
+        with POPCORN_FD in benchmark.<i>.report (base64) instead.
     python eval.py tune [case file] [--json PATH] [--runs N] [--no-write]
         for every case (default benchmarks.txt) and every candidate of
         submission.tune_candidates: one checked call (the runner's rule, and for Triton
@@ -86,7 +86,8 @@ MODES = {
                    "and exit 0, as the runner",
     "profile": "per case, after one warm call: one call timed as the runner times it (event us) "
                "and one under torch.profiler: each GPU kernel's us, their sum, the gap (event "
-               "us - sum); the table and the profiler's own in benchmark.<i>.report (base64). "
+               "us - sum); the table and the profiler's own as text (with POPCORN_FD: in "
+               "benchmark.<i>.report, base64). "
                "Kernel times need a GPU: on a CPU, the CPU profiler's table",
     "tune": "check and time every candidate choice of submission.tune_candidates per case; "
             "write the fastest into submission.py's MEASURED DISPATCH block",
@@ -161,12 +162,19 @@ PROTOCOL = {"benchmark": {"spec_before_case": True, "stop_at_first_failure": Fal
 CPU_BUDGET_ENV = "MLA_EVAL_CPU_BUDGET_S"  # seconds of timed calls per case without a GPU
 CPU_BUDGET_DEFAULT_S = 5.0
 WALL_LIMIT_NS = 120e9
+# The runner joins a message's lines with a backslash and an n (two characters), so that the
+# message stays on its one protocol line (utils.MESSAGE_SEPARATOR; not imported: eval.py runs
+# beside the runner's utils.py too).
+MESSAGE_SEPARATOR = "\\n"
 
 
 class PopcornOutput:
-    """`key: value` lines to the runner's fd, or to stdout when there is none."""
+    """`key: value` lines to the runner's fd, or to stdout when there is none. On stdout a
+    message's lines (joined by the runner's two-character separator, MESSAGE_SEPARATOR, to
+    stay on one protocol line) are printed as lines, indented under their key."""
 
     def __init__(self, fd):
+        self.protocol = fd is not None  # False: the lines are for people (stdout)
         self.file = os.fdopen(fd, "w") if fd is not None else sys.stdout
         if fd is not None:
             os.set_inheritable(fd, False)
@@ -179,7 +187,8 @@ class PopcornOutput:
             self.file.close()
 
     def log(self, key, value):
-        print(f"{key}: {value}", file=self.file, flush=True)
+        text = str(value) if self.protocol else str(value).replace(MESSAGE_SEPARATOR, "\n    ")
+        print(f"{key}: {text}", file=self.file, flush=True)
 
 
 @dataclasses.dataclass
@@ -413,16 +422,21 @@ def kernel_breakdown(kernels: list, event_us: float) -> dict:
             "gap_us": event_us - sum_us if rows else None}
 
 
-def format_kernel_table(spec: str, breakdown: dict, has_gpu: bool = HAS_GPU) -> str:
+def format_kernel_table(spec: str, breakdown: dict, has_gpu: bool = HAS_GPU, torch_ops_us=None) -> str:
     """The per-kernel table of one case (kernel, start us, GPU us, then the sum, the span, the
-    event time and the gap); without a GPU it says that kernel times need one."""
+    event time and the gap); without a GPU it says that kernel times need one, and how much
+    of the call the CPU profiler's table covers (torch_ops_us: its operators' self CPU time;
+    the rest is Triton's interpreter, Python the profiler does not list)."""
     lines = [f"case {spec}"]
     if not breakdown["kernels"]:
         reason = ("torch.profiler recorded no GPU kernel" if has_gpu
                   else "kernel times need a GPU (this machine has none; below, the CPU profiler's table)")
         clock = "events" if has_gpu else "the host clock"
-        return "\n".join(lines + [f"  {reason}", f"  one call timed as the runner times it ({clock}): "
-                                                 f"{breakdown['event_us']:.1f} us"])
+        lines += [f"  {reason}", f"  one call timed as the runner times it ({clock}): {breakdown['event_us']:.1f} us"]
+        if not has_gpu and torch_ops_us is not None:
+            lines.append(f"  the CPU profiler's table lists torch's operators only: {torch_ops_us:.1f} us of "
+                         f"the profiled call; the rest is Triton's interpreter running the kernels in Python")
+        return "\n".join(lines)
     width = max(40, *(len(row["name"]) for row in breakdown["kernels"]))
     lines.append(f"  {'kernel':<{width}} {'start us':>9} {'GPU us':>9}")
     lines += [f"  {row['name']:<{width}} {row['start_us']:>9.1f} {row['gpu_us']:>9.1f}" for row in breakdown["kernels"]]
@@ -433,11 +447,18 @@ def format_kernel_table(spec: str, breakdown: dict, has_gpu: bool = HAS_GPU) -> 
     return "\n".join(lines)
 
 
+# torch.profiler's Kineto prints `USDT: ... profiler_start` / `profiler_stop` lines on stderr
+# around every profiled call at its default level; 6 is past its last level (VERBOSE 0 ..
+# USDT 5), so it prints nothing. Set KINETO_LOG_LEVEL yourself to see its lines again.
+QUIET_PROFILER_LOG_LEVEL = "6"
+
+
 def _run_single_profile(test: TestCase) -> dict:
     """One case of profile, in the calling process (the runner profiles in its main
     process): one warm call (builds, plans, first-call tuning: the runner profiles this
     first call itself), one call timed as the runner times it, one under torch.profiler.
     -> {event_us, kernels: [(name, start us, duration us)], profiler_table}."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", QUIET_PROFILER_LOG_LEVEL)  # read when the profiler starts
     from torch.profiler import ProfilerActivity, profile
 
     from submission import custom_kernel
@@ -450,8 +471,10 @@ def _run_single_profile(test: TestCase) -> dict:
         custom_kernel(data)
         _synchronize()
     sort_by = "self_cuda_time_total" if HAS_GPU else "self_cpu_time_total"
+    averages = prof.key_averages()
     return {"event_us": event_ns / 1e3, "kernels": device_kernels(prof.events()),
-            "profiler_table": prof.key_averages().table(sort_by=sort_by, row_limit=20)}
+            "torch_ops_us": float(sum(row.self_cpu_time_total for row in averages)),
+            "profiler_table": averages.table(sort_by=sort_by, row_limit=20)}
 
 
 _OTHER_SUBMISSIONS = {}  # path -> module: compare's other submission, imported once per worker
@@ -672,8 +695,9 @@ def run_benchmarking(logger, pool, tests, kind):
 def run_profiling(logger, tests):
     """profile, in this process as the runner's (it runs no profile in its worker): per case
     the spec line, then benchmark.<i>.report: the per-kernel table (format_kernel_table) and
-    the profiler's key_averages table, base64 with the runner's alphabet; `check: pass` and
-    exit 0 as the runner. -> (0, rows: spec, batch, kv_len, the kernel breakdown, the report)."""
+    the profiler's key_averages table, base64 with the runner's alphabet, on the protocol's
+    fd only (without one, main prints the reports as text); `check: pass` and exit 0 as the
+    runner. -> (0, rows: spec, batch, kv_len, the kernel breakdown, the report)."""
     _worker_init()  # the interpreter shim, without a GPU
     logger.log("benchmark-count", len(tests))
     rows = []
@@ -682,13 +706,15 @@ def run_profiling(logger, tests):
         logger.log(f"benchmark.{idx}.spec", test.spec)
         profiled = _run_single_profile(test)
         breakdown = kernel_breakdown(profiled["kernels"], profiled["event_us"])
-        table = format_kernel_table(test.spec, breakdown)
+        table = format_kernel_table(test.spec, breakdown, torch_ops_us=profiled["torch_ops_us"])
         report = f"{table}\n\n{profiled['profiler_table']}"
-        logger.log(f"benchmark.{idx}.report", base64.b64encode(report.encode("utf-8"), b"+*").decode("utf-8"))
+        if logger.protocol:
+            logger.log(f"benchmark.{idx}.report", base64.b64encode(report.encode("utf-8"), b"+*").decode("utf-8"))
         rows.append({"spec": test.spec, "batch": test.args["batchsize"], "kv_len": test.args["kvseqlen"],
                      **breakdown, "report": report})
-        _progress(idx, len(tests), test.spec, f"event {breakdown['event_us']:.1f} us, "
-                                              f"{len(breakdown['kernels'])} GPU kernels", time.time() - start)
+        timed = (f"event {breakdown['event_us']:.1f} us, {len(breakdown['kernels'])} GPU kernels" if HAS_GPU
+                 else f"host clock {breakdown['event_us'] / 1e3:.1f} ms (Triton's interpreter)")
+        _progress(idx, len(tests), test.spec, timed, time.time() - start)
     logger.log("check", "pass")
     return 0, rows
 

@@ -385,7 +385,8 @@ def check_implementation(data: input_t, output: output_t) -> tuple[bool, str]:
     """The runner's verdict (runner_rule against ref_kernel). The message gives the maximum
     error, the mismatch count, the first mismatches, and for information the share outside
     the README's rtol 2e-2 / atol 8e-3 and an output dtype other than bf16 (which the
-    runner accepts when stage 1 passes)."""
+    runner accepts when stage 1 passes). A fail's parts are joined by the runner's
+    two-character separator (one protocol line), a pass's by "; " (it reads as one line)."""
     expected = ref_kernel(data)
     if not isinstance(output, torch.Tensor):
         return False, f"output must be a torch.Tensor, got {type(output).__name__} (the runner's check raises)"
@@ -394,7 +395,8 @@ def check_implementation(data: input_t, output: output_t) -> tuple[bool, str]:
     if output.shape == expected.shape:
         diff = (output.float() - expected.float()).abs()
         outside = (diff > README_ATOL + README_RTOL * expected.float().abs()).float().mean().item()
-        notes.append(f"(info) outside README rtol {README_RTOL}/atol {README_ATOL}: {outside:.2%}")
+        notes.append(f"(info) outside the leaderboard task README's rtol {README_RTOL}/atol {README_ATOL} "
+                     f"(not the rule): {outside:.2%}")
     if output.dtype != torch.bfloat16:
         notes.append(f"(info) output dtype {output.dtype}; the task's output is torch.bfloat16")
-    return good, "\\n".join([message, *notes])
+    return good, ("\\n" if not good else "; ").join([message, *notes])  # a pass: one line

@@ -46,9 +46,9 @@ def float_to_bf16(values):
     exponent = np.maximum(np.floor(np.log2(mag)), -126)
     quantum = np.exp2(exponent - 7)
     rounded = np.round(mag / quantum) * quantum  # np.round: half to even
-    as_f32 = rounded.astype(np.float32)  # exact: at most 8 significant bits
-    bits = as_f32.view(np.uint32) >> 16
-    bits = np.where(rounded >= 2.0 ** 128, 0x7F80, bits)
+    overflow = rounded >= 2.0 ** 128  # past float32's range: bf16 inf (not cast: numpy warns)
+    as_f32 = np.where(overflow, 0.0, rounded).astype(np.float32)  # exact: at most 8 significant bits
+    bits = np.where(overflow, 0x7F80, as_f32.view(np.uint32) >> 16)
     sign = np.where(np.signbit(values), 0x8000, 0)
     out = np.where(finite, bits | sign, out)
     out = np.where(values == 0, sign, out)

@@ -1,7 +1,7 @@
 """First-call tuning (submission.tune_first_call) with a fake clock and fake timings: the
 ranking, the budgets, failing candidates never picked, the measured table first, MLA_TUNE,
 and the report. The real timer runs on a GPU in tests/test_kernel.py-style GPU runs and in
-`eval.py benchmark` (README: first-call overhead)."""
+`eval.py benchmark` (docs/design.md: first-call tuning)."""
 import pytest
 import torch
 

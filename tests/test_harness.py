@@ -69,6 +69,16 @@ def test_without_popcorn_fd_prints_lines_table_and_json(workdir):
     assert re.search(r"^\s+2\s+40\s+\d+\s+[\d.]+", stdout, re.M)  # the table row
 
 
+def test_a_message_stays_one_protocol_line_on_the_fd_and_reads_as_lines_on_stdout(capsys):
+    read_fd, write_fd = os.pipe()
+    with harness.PopcornOutput(write_fd) as logger:
+        logger.log("test.0.error", "Number of mismatched elements: 2\\nMaximum error: 5")
+    with os.fdopen(read_fd) as reader:
+        assert reader.read() == "test.0.error: Number of mismatched elements: 2\\nMaximum error: 5\n"
+    harness.PopcornOutput(None).log("test.0.error", "Number of mismatched elements: 2\\nMaximum error: 5")
+    assert capsys.readouterr().out == "test.0.error: Number of mismatched elements: 2\n    Maximum error: 5\n"
+
+
 def test_malformed_case_line_exits_113_naming_it(workdir):
     code, _, _, stderr = run_eval(workdir, "test", ONE_CASE + "batchsize: 4; kvseqlen: lots of\n")
     assert code == 113

@@ -116,7 +116,7 @@ def test_matches_exact_attention_small(fresh_plans, layout, batch, kv_len):
     assert_matches_exact(out, data)
     plan = last_plan(fresh_plans)
     assert plan.variant == plan.variants[0] and plan.variant.layout == layout  # no fallback
-    if kv_len >= 16:  # below that, MXFP4 itself misses the runner's rule (see README)
+    if kv_len >= 16:  # below that, MXFP4 itself misses the runner's rule (docs/harness.md)
         ok, message = ref.check_implementation(data, out)
         assert ok, message
 

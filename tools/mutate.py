@@ -3,24 +3,33 @@ tools/mutations_harness.py) must make the tests listed with it fail.
 
     python tools/mutate.py [--only SUBSTRING] [--file mutations.py|mutations_harness.py] [--list] [--jobs N]
 
-The repository (tracked and untracked, not ignored files) is copied to a temporary
-directory; first the union of the listed tests must PASS there unmodified (the control),
-then each bug is applied to the copy alone and its tests run (pytest -x); a bug whose tests
-still pass is MISSED. Exit 0 when every bug is caught, 1 otherwise. CI runs it (.ci/run).
+The repository's tracked files (as they are in the working tree; `git add` a new file
+first, or name it in an entry: an untracked file that an entry's path or tests name is
+copied too) go to a temporary directory; nothing else does (no .venv, caches or other
+untracked files). The runner's Triton, which tests/test_compile_targets.py needs, is found
+through RUNNER_TRITON_DIR, or else in this repository's own .ci/triton-<version> when it is
+there. First the union of the listed tests must PASS in the copy unmodified (the control),
+then each bug is applied to a copy of its own and its tests run (pytest -x); a bug whose
+tests still pass is MISSED. One line per bug as it finishes, then the count. Exit 0 when
+every bug is caught, 1 otherwise. CI runs it (.ci/run).
 """
 import argparse
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMEOUT_S = 900
+TIMEOUT_S = 900  # one bug's tests
+# The control runs the union of every entry's tests (most of the suite, the AOT builds
+# included): 15 minutes was not enough on 2 cores shared with other jobs (measured 2026-12-01).
+CONTROL_TIMEOUT_S = 3600
 
 
 MUTATION_FILES = ("mutations.py", "mutations_harness.py")
@@ -39,22 +48,45 @@ def load_mutations(files=MUTATION_FILES):
     return found
 
 
-def copy_repository(target: Path):
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                           capture_output=True).stdout.decode().split("\0")
-    for name in filter(None, files):
-        source = ROOT / name
-        if source.is_file():
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / name)
+def named_files(mutations) -> set:
+    """The repository files the entries name: each one's path and the test files of its args."""
+    return {m["path"] for m in mutations} | {arg.split("::")[0] for m in mutations for arg in m["args"]
+                                            if arg.startswith("tests/")}
 
 
-def run_pytest(workdir: Path, args):
+def files_to_copy(mutations) -> list:
+    """The tracked files that exist in the working tree, plus the untracked ones the entries
+    name (a test file not yet added); ignored and other untracked files are left behind."""
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True,
+                             capture_output=True).stdout.decode().split("\0")
+    names = set(filter(None, tracked)) | named_files(mutations)
+    return sorted(name for name in names if (ROOT / name).is_file())
+
+
+def copy_repository(target: Path, mutations):
+    for name in files_to_copy(mutations):
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, target / name)
+
+
+def runner_triton_env() -> dict:
+    """The environment of every pytest run: RUNNER_TRITON_DIR as given, or this repository's
+    own .ci/triton-<version> where it exists (the copies have none: without it
+    tests/test_compile_targets.py would install the runner's Triton into each copy)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    version = re.search(r"^triton==([\d.]+)", (ROOT / "requirements-runner.txt").read_text(), re.M)
+    own = ROOT / ".ci" / f"triton-{version[1]}" if version else None
+    if not env.get("RUNNER_TRITON_DIR") and own is not None and (own / "triton").is_dir():
+        env["RUNNER_TRITON_DIR"] = str(own)
+    return env
+
+
+def run_pytest(workdir: Path, args, timeout_s=TIMEOUT_S):
+    env = runner_triton_env()
     started = time.time()
     try:
         result = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *args],
-                                cwd=workdir, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+                                cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout_s)
         code, tail = result.returncode, (result.stdout + result.stderr).strip().splitlines()[-1:]
     except subprocess.TimeoutExpired:
         code, tail = -1, ["timeout"]
@@ -93,18 +125,27 @@ def main():
         return 0
     with tempfile.TemporaryDirectory(prefix="mutate-") as tmp:
         pristine = Path(tmp)
-        copy_repository(pristine)
+        copy_repository(pristine, mutations)
         control_args = sorted({a for m in mutations for a in m["args"] if a.startswith("tests/")})
-        code, tail, seconds = run_pytest(pristine, control_args)
-        print(f"control (unmodified, {len(control_args)} test files): {'pass' if code == 0 else 'FAIL'} "
-              f"in {seconds:.0f} s: {tail}", flush=True)
+        test_files = {a.split("::")[0] for a in control_args}
+        code, tail, seconds = run_pytest(pristine, control_args, CONTROL_TIMEOUT_S)
+        print(f"control (unmodified; {len(control_args)} test ids in {len(test_files)} test files): "
+              f"{'pass' if code == 0 else 'FAIL'} in {seconds:.0f} s: {tail}", flush=True)
         if code != 0:
             return 1
+        results = []
         with ThreadPoolExecutor(options.jobs) as pool:
-            results = list(pool.map(lambda m: (m, *check_one(pristine, m)), mutations))
-    for m, status, detail, seconds in results:
-        print(f"{status:<7} {seconds:5.0f} s  {m['name']:<62} {detail}")
-    failed = [m["name"] for m, status, *_ in results if status != "caught"]
+            futures = [pool.submit(check_one, pristine, m) for m in mutations]
+            index = {future: m for future, m in zip(futures, mutations)}
+            for future in as_completed(futures):
+                m = index[future]
+                status, detail, seconds = future.result()
+                results.append((m, status))
+                print(f"[{len(results):>{len(str(len(mutations)))}}/{len(mutations)}] {status:<7} {seconds:5.0f} s  {m['name']:<62} {detail}",
+                      flush=True)
+    failed = [m["name"] for m, status in results if status != "caught"]
+    for name in failed:
+        print(f"not caught: {name}")
     print(f"{len(results) - len(failed)} of {len(results)} deliberate bugs caught")
     print(f"mutations: {len(results) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0

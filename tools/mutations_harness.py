@@ -35,7 +35,7 @@ INGEST = "tests/test_ingest.py"
 INGEST_ALL = f"{INGEST}::test_every_block_is_merged_in_order"
 INGEST_MALFORMED = f"{INGEST}::test_a_malformed_log_is_one_line_exit_2_and_nothing_written"
 PROFILE = "tests/test_profile.py"
-PROFILE_RUN = f"{PROFILE}::test_profile_on_cpu_prints_the_report_and_writes_the_rows"
+PROFILE_RUN = f"{PROFILE}::test_profile_on_cpu_prints_the_report_as_text_and_writes_the_rows"
 BREAKDOWN = f"{PROFILE}::test_kernel_breakdown_sums_kernels_and_takes_the_gap_from_the_event_time"
 
 MUTATIONS = [
@@ -125,7 +125,7 @@ MUTATIONS = [
     # --- profile
     {"name": "profile reports an empty table",
      "path": "eval.py",
-     "old": '"profiler_table": prof.key_averages().table(sort_by=sort_by, row_limit=20)}',
+     "old": '"profiler_table": averages.table(sort_by=sort_by, row_limit=20)}',
      "new": '"profiler_table": ""}',
      "tests": [f"{MODES_TESTS}::test_profile_on_cpu_reports_a_profiler_table", PROFILE_RUN]},
     # --- tune
@@ -420,6 +420,69 @@ MUTATIONS = [
      "old": """        report = f"{table}\\n\\n{profiled['profiler_table']}\"""",
      "new": """        report = profiled['profiler_table']""",
      "tests": [PROFILE_RUN]},
+    {"name": "profile: the base64 report on stdout without POPCORN_FD",
+     "path": "eval.py",
+     "old": "        if logger.protocol:\n            logger.log(f\"benchmark.{idx}.report\"",
+     "new": "        if True:\n            logger.log(f\"benchmark.{idx}.report\"",
+     "tests": [PROFILE_RUN]},
+    {"name": "profile: the profiler's USDT lines on stderr",
+     "path": "eval.py",
+     "old": '    os.environ.setdefault("KINETO_LOG_LEVEL", QUIET_PROFILER_LOG_LEVEL)  # read when the profiler starts\n',
+     "new": "",
+     "tests": [PROFILE_RUN]},
+    {"name": "profile: 'GPU kernels' in the progress line on a CPU",
+     "path": "eval.py",
+     "old": "GPU kernels\" if HAS_GPU",
+     "new": "GPU kernels\" if True",
+     "tests": [PROFILE_RUN]},
+    {"name": "profile: no word on what the CPU profiler's table covers",
+     "path": "eval.py",
+     "old": "        if not has_gpu and torch_ops_us is not None:",
+     "new": "        if False:",
+     "tests": [PROFILE_RUN]},
+    # --- messages read as their verdict
+    {"name": "a pass by the second stage lists the mismatches as a fail does",
+     "path": "utils.py",
+     "old": 'f"stage\'s tolerance; maximum error {max_error:.6g}")',
+     "new": 'f"stage\'s tolerance; maximum error {max_error:.6g}" + MESSAGE_SEPARATOR + MESSAGE_SEPARATOR.join(lines))',
+     "tests": [f"{RULE}::test_a_pass_by_the_second_stage_reads_as_a_pass"]},
+    {"name": "check_implementation joins a pass's notes with the protocol separator",
+     "path": "reference.py",
+     "old": '("\\\\n" if not good else "; ")',
+     "new": '"\\\\n"',
+     "tests": [f"{RULE}::test_check_implementation_passes_in_one_line"]},
+    {"name": "stdout shows a message's separator instead of its lines",
+     "path": "eval.py",
+     "old": 'str(value).replace(MESSAGE_SEPARATOR, "\\n    ")',
+     "new": "str(value)",
+     "tests": [f"{HARNESS_TESTS}::test_a_message_stays_one_protocol_line_on_the_fd_and_reads_as_lines_on_stdout"]},
+    # --- the docs' citations
+    {"name": "the README cites a results file that does not exist",
+     "path": "README.md",
+     "old": "`results/h200_eval_benchmark_v10_table.json`",
+     "new": "`results/h200_eval_benchmark_v11_table.json`",
+     "tests": ["tests/test_doc_paths.py::test_every_cited_file_exists[README.md]"]},
+    {"name": "doc citations: every path taken to exist",
+     "path": "tests/test_doc_paths.py",
+     "old": 'return any(ROOT.glob(relative)) if "*" in relative else (ROOT / relative).exists()',
+     "new": "return True",
+     "tests": ["tests/test_doc_paths.py::test_the_rule_sees_a_missing_file_and_spares_history"]},
+    {"name": "doc citations: a path with a commit beside it checked in the tree",
+     "path": "tests/test_doc_paths.py",
+     "old": "        found.append((match[2], None, match[1] or (after[1] if after else None)))",
+     "new": "        found.append((match[2], None, match[1]))",
+     "tests": ["tests/test_doc_paths.py::test_every_cited_file_exists[docs/performance.md]"]},
+    # --- tools/proton_probe.py
+    {"name": "proton copy: the scores point named as the loaded one",
+     "path": "tools/proton_probe.py",
+     "old": '"tile_slot + 1": "scores"',
+     "new": '"tile_slot + 1": "loaded"',
+     "tests": ["tests/test_proton_probe.py::test_every_probe_site_of_the_submission_becomes_a_point"]},
+    {"name": "proton trace: a phase at its earliest warp, not its latest",
+     "path": "tools/proton_probe.py",
+     "old": "latest[phase] = max(latest.get(phase, when), when)",
+     "new": "latest[phase] = min(latest.get(phase, when), when)",
+     "tests": ["tests/test_proton_probe.py::test_trace_phases_take_the_latest_warp_from_the_programs_start"]},
 ]
 
 
