@@ -58,6 +58,27 @@ import triton.language as tl
 
 from task import input_t, output_t
 
+
+def _import_gluon():
+    """Triton's Gluon (triton.experimental.gluon) with the CDNA4 operations the gfx950 kernel
+    uses, or (None, why not): a Triton without them leaves every other path as it is."""
+    try:
+        from triton.experimental import gluon as gluon_module
+        from triton.experimental.gluon import language as gluon_language
+        cdna4 = gluon_language.amd.cdna4
+        needed = (cdna4.async_copy.buffer_load_to_shared, cdna4.async_copy.commit_group,
+                  cdna4.async_copy.wait_group, cdna4.async_copy.load_shared_relaxed, cdna4.mfma_scaled,
+                  cdna4.mfma, cdna4.buffer_load, cdna4.buffer_store, cdna4.get_mfma_scale_layout,
+                  gluon_language.amd.AMDMFMALayout, gluon_language.DistributedLinearLayout,
+                  gluon_language.SharedLinearLayout, gluon_language.SwizzledSharedLayout)
+        del needed
+    except Exception as exc:  # noqa: BLE001 - any failure means no Gluon kernel
+        return None, None, f"{type(exc).__name__}: {exc}"[:200]
+    return gluon_module, gluon_language, None
+
+
+gluon, gl, GLUON_ERROR = _import_gluon()
+
 NUM_HEADS = 16
 QK_HEAD_DIM = 576  # keys: all 576 dims
 V_HEAD_DIM = 512  # values: the first 512 dims of the same rows
@@ -315,8 +336,18 @@ def _bytes_to_bf16(packed, scale_bytes, BLOCK_N: tl.constexpr, WIDTH: tl.constex
 # self-check) and runs the scores on the scaled matrix instructions (tl.dot_scaled).
 MERGE_DIRECT, MERGE_COMBINE, MERGE_FUSED = 0, 1, 2
 MERGE_NAMES = {MERGE_DIRECT: "direct", MERGE_COMBINE: "combine", MERGE_FUSED: "fused"}
-BF16_SCORES, SCALED_SCORES = 0, 1
-FAMILY_NAMES = {BF16_SCORES: "bf16", SCALED_SCORES: "scaled"}
+BF16_SCORES, SCALED_SCORES, ONCE_SCORES = 0, 1, 2
+FAMILY_NAMES = {BF16_SCORES: "bf16", SCALED_SCORES: "scaled", ONCE_SCORES: "once"}
+# ONCE: the SCALED family's arithmetic with the raw tile read once and used twice (as the
+# scores' K and, re-read through a second view, as V converted after the read), each of 4
+# token groups (the Gluon kernel's warps) with its own m, l and accumulator, merged after the
+# loop; p is taken against the group's first valid tile maximum (no rescale in the loop), and
+# a program whose later score exceeds that reference by more than 2^ONCE_OVERFLOW_LOG2 in p
+# runs its tiles again from the true maximum. On gfx950 the Gluon kernel
+# (_gluon_split_kernel), elsewhere and in the interpreter its standard-Triton twin
+# (_once_tiles); the SCALED family is its fallback. No FUSED merge (the Gluon kernel has none).
+ONCE_GROUPS = 4
+ONCE_OVERFLOW_LOG2 = 16.0
 COMBINE_MAX_CHUNK = 32  # splits the combine kernel holds in registers at once (a running rescale across chunks)
 # Output dims per combine program (grid (batch, 16, 512 / dims)): all 512 when batch x 16
 # programs fill the SMs, else 256 (H200, results/h200_sweep_v8_combine_dims.json: 256 dims
@@ -886,6 +917,8 @@ V_DIM_C = tl.constexpr(V_HEAD_DIM)
 ROPE_C = tl.constexpr(ROPE_DIM)
 SCALE_COLS_C = tl.constexpr(SCALE_COLS)
 ROPE_PAD_BYTES_C = tl.constexpr(ROPE_PAD_BYTES)
+ONCE_GROUPS_C = tl.constexpr(ONCE_GROUPS)
+ONCE_OVERFLOW_LOG2_C = tl.constexpr(ONCE_OVERFLOW_LOG2)
 FUSED_MERGE_HEADS_C = tl.constexpr(FUSED_MERGE_HEADS)
 PROBE_SLOTS_C = tl.constexpr(PROBE_SLOTS)
 PROBE_SINK_C = tl.constexpr(PROBE_SINK)
@@ -895,6 +928,340 @@ SLOT_START_C, SLOT_RANGE_C, SLOT_Q_C, SLOT_TILE0_C, SLOT_LAST_TILE_C, SLOT_TILES
     SLOT_MERGED_C, SLOT_END_C = (tl.constexpr(v) for v in (SLOT_START, SLOT_RANGE, SLOT_Q, SLOT_TILE0,
                                                             SLOT_LAST_TILE, SLOT_TILES_DONE, SLOT_WRITTEN,
                                                             SLOT_MERGED, SLOT_END))
+
+
+# =======================================================================================
+# The gfx950 split kernel in Gluon (ONCE family): the raw tile copied to LDS once, read as K and V
+# =======================================================================================
+# One program per (split, sequence), grid (num_splits, batch), 4 warps, 128-token tiles, the
+# same partials and outputs as _mla_split_kernel (DIRECT, COMBINE; the combine kernel and the
+# checks are shared). Per tile, in LDS (a ring of 3, 44 KB each, one workgroup per CU):
+#   codes (128, 256) bytes  the value dims' e2m1 pairs     copied 16 B per lane
+#   rope  (128, 64) bytes   32 rope bytes + 32 zero bytes  (the scaled MFMA's K is 128 dims)
+#   scale (128, 8) words    the row's 18 scale bytes (words 0..4; 5..7 read zero)
+# The pipeline, iteration i (one s_barrier, the wait that lets tile i + 1 stay in flight):
+#   wait tile i | copy tile i + 2 (global -> LDS, async) | scores of tile i: mfma_scaled(e4m3 Q
+#   from registers, e2m1 K from the LDS codes) | softmax of each warp's own 32 tokens | values:
+#   the LDS codes re-read as words (a lane: 8 tokens x one 32-dim block), converted in
+#   registers (v_cvt_scalef32_pk_bf16_fp4 with the token's block scale), bf16 MFMA; nothing
+#   converted is written back to LDS.
+# Warp w owns tokens 16w + j and 64 + 16w + j (j < 16) of every tile (the scores' MFMA layout)
+# and keeps its own m, l and 16 x 512 accumulator: no cross-warp traffic in the loop; the four
+# merge after it. The probabilities are taken against a reference fixed per warp and head, the
+# first valid tile's maximum, so the accumulator is never rescaled in the loop (it stays in
+# AGPRs, where the MFMAs write it); a later score above it by more than 2^GL_OVERFLOW_LOG2 in p
+# sends the program through its tiles again from the true maximum (ONCE_OVERFLOW_LOG2, the
+# same rule as the standard-Triton twin in _once_tiles).
+# Every global access is a buffer operation: Q, indptr, partials and outputs by construction
+# in range (the grid); the tile copies stop at the sequence's range, which _split_range's rule
+# keeps inside total_kv rows, and the scale words at scale_words (the buffer's extent); an
+# offset past the buffer reads zero instead of faulting.
+GL_BLOCK_N = 128
+GL_NUM_WARPS = 4
+GL_OUT_DIMS = tl.constexpr(128)  # output dims per accumulator chunk (4 chunks: word q of each 16-byte block)
+GL_CVT_ASM = tl.constexpr("""
+        v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5
+        v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]
+        v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]
+        v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]
+        """)
+
+if gl is not None:
+    # the copies' offset layouts (each warp writes LDS contiguously: a copy instruction has one LDS
+    # address per warp): codes 16 B per lane, rope 16 B, scale words 4 B
+    GL_CODE_L = gl.constexpr(gl.BlockedLayout([1, 16], [4, 16], [4, 1], [1, 0]))
+    GL_ROPE_L = gl.constexpr(gl.BlockedLayout([1, 16], [16, 4], [4, 1], [1, 0]))
+    GL_SCALE_L = gl.constexpr(gl.BlockedLayout([1, 1], [8, 8], [4, 1], [1, 0]))
+    # scores (16 heads x 128 tokens, warp w: tokens 16w + j, 64 + 16w + j), values (batched over the warps)
+    GL_MMA_S = gl.constexpr(gl.amd.AMDMFMALayout(version=4, instr_shape=[16, 16, 128], transposed=True,
+                                                 warps_per_cta=[1, 4]))
+    GL_MMA_V = gl.constexpr(gl.amd.AMDMFMALayout(version=4, instr_shape=[16, 16, 32], transposed=True,
+                                                 warps_per_cta=[4, 1, 1]))
+    GL_Q_A = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=GL_MMA_S.value, k_width=16))
+    GL_K_B = gl.constexpr(gl.DotOperandLayout(operand_index=1, parent=GL_MMA_S.value, k_width=16))
+    GL_P_A = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=GL_MMA_V.value, k_width=8))
+    GL_V_B = gl.constexpr(gl.DotOperandLayout(operand_index=1, parent=GL_MMA_V.value, k_width=8))
+    # the V read: a lane holds 8 tokens (64h + 16w + 4g + r: registers r, h; lanes c, g; warps w) x block c
+    GL_V_READ = gl.constexpr(gl.DistributedLinearLayout(
+        reg_bases=[[1, 0], [2, 0], [64, 0]], lane_bases=[[0, 1], [0, 2], [0, 4], [0, 8], [4, 0], [8, 0]],
+        warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[GL_BLOCK_N, 16]))
+    GL_ROW = gl.constexpr(gl.SliceLayout(2, GL_MMA_V.value))  # per (warp, head)
+    GL_FLAT = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
+    # the codes as int32 words, word q of every block first: logical (t, 16q + c) = word 4c + q of row t
+    GL_BY_WORD = gl.constexpr(gl.SharedLinearLayout(offset_bases=[[0, 16], [0, 32], [0, 1], [0, 2], [0, 4], [0, 8],
+                                                                 [1, 0], [2, 0], [4, 0], [8, 0], [16, 0], [32, 0],
+                                                                 [64, 0]]))
+
+    # Triton 3.6 names it _reinterpret, later ones reinterpret
+    GL_PUBLIC_REINTERPRET = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
+
+    @gluon.jit
+    def _gl_reinterpret(desc, dtype: gl.constexpr, shape: gl.constexpr, layout: gl.constexpr):
+        if GL_PUBLIC_REINTERPRET:
+            view = desc.reinterpret(dtype, shape, layout)
+        else:
+            view = desc._reinterpret(dtype, shape, layout)
+        return view
+
+    @gluon.jit
+    def _gl_pair(ptr, first):
+        """(ptr[first], ptr[first + 1]) of an int32 array, one buffer load."""
+        idx = gl.arange(0, 2, layout=gl.BlockedLayout([2], [64], [4], [0]))
+        both = gl.amd.cdna4.buffer_load(ptr, first + idx)
+        return gl.sum(gl.where(idx == 0, both, 0), axis=0), gl.sum(gl.where(idx == 1, both, 0), axis=0)
+
+    @gluon.jit
+    def _gl_copy_offsets(kv_row_stride, scale_row_words, BLOCK_N: gl.constexpr):
+        """A tile's copy offsets relative to its first row (the loop adds the tile's)."""
+        rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_CODE_L))
+        code_offs = rows[:, None] * kv_row_stride + gl.arange(0, 256, layout=gl.SliceLayout(0, GL_CODE_L))[None, :]
+        rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_ROPE_L))
+        rope_offs = rows[:, None] * kv_row_stride + 256 + gl.arange(0, 64, layout=gl.SliceLayout(0, GL_ROPE_L))[None, :]
+        rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_SCALE_L))
+        scale_offs = rows[:, None] * scale_row_words + gl.arange(0, 8, layout=gl.SliceLayout(0, GL_SCALE_L))[None, :]
+        return code_offs, rope_offs, scale_offs
+
+    @gluon.jit
+    def _gl_copy_tile(ring, slot, kv_ptr, scale_ptr, offsets, tile_start, rows_end, kv_row_stride, scale_row_words,
+                      scale_words, BLOCK_N: gl.constexpr):
+        """Rows [tile_start, tile_start + BLOCK_N) into ring slot `slot` (async, one commit
+        group of 14 copies): rows at or past rows_end, the rope's padding bytes and scale
+        words 5..7 read zero; only a tile reaching past rows_end needs the row mask."""
+        codes, rope, scales = ring
+        code_offs, rope_offs, scale_offs = offsets
+        code_offs = code_offs + tile_start * kv_row_stride
+        rope_offs = rope_offs + tile_start * kv_row_stride
+        scale_offs = scale_offs + tile_start * scale_row_words
+        rope_real = (gl.arange(0, 64, layout=gl.SliceLayout(0, GL_ROPE_L)) < ROPE_C // 2)[None, :]
+        scale_real = (gl.arange(0, 8, layout=gl.SliceLayout(0, GL_SCALE_L)) < 5)[None, :]
+        valid = rows_end - tile_start
+        if valid >= BLOCK_N:
+            gl.amd.cdna4.async_copy.buffer_load_to_shared(codes.index(slot), kv_ptr, code_offs)
+            gl.amd.cdna4.async_copy.buffer_load_to_shared(rope.index(slot), kv_ptr, rope_offs, mask=rope_real)
+            gl.amd.cdna4.async_copy.buffer_load_to_shared(scales.index(slot), scale_ptr, scale_offs, mask=scale_real)
+        else:
+            rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_CODE_L))
+            gl.amd.cdna4.async_copy.buffer_load_to_shared(codes.index(slot), kv_ptr, code_offs,
+                                                          mask=(rows < valid)[:, None])
+            rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_ROPE_L))
+            gl.amd.cdna4.async_copy.buffer_load_to_shared(rope.index(slot), kv_ptr, rope_offs,
+                                                          mask=(rows < valid)[:, None] & rope_real)
+            rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_SCALE_L))
+            gl.amd.cdna4.async_copy.buffer_load_to_shared(scales.index(slot), scale_ptr, scale_offs,
+                                                          mask=(rows < valid)[:, None] & scale_real
+                                                          & (scale_offs < scale_words))
+        gl.amd.cdna4.async_copy.commit_group()
+
+    @gluon.jit
+    def _gl_halves(pair):
+        """A converted byte (a bf16 pair: low nibble, high nibble) -> the two bf16, joined."""
+        low = (pair & 0xFFFF).to(gl.int16).to(gl.bfloat16, bitcast=True)
+        high = (pair >> 16).to(gl.int16).to(gl.bfloat16, bitcast=True)
+        return gl.join(low, high)
+
+    @gluon.jit
+    def _gl_values(words, vscale, p, acc):
+        """acc (4, 16, 128) += p (4, 16, 32) @ V: words (128 tokens, 16 blocks) int32 is word q
+        of each block (bytes 16c + 4q .. + 3, dims 32c + 8q .. + 7) in the V-read layout,
+        vscale its token's block scale as a float32 exponent field; converted here, in
+        registers, right before the MFMA. The accumulator's column n' = nibble * 64 + byte *
+        16 + c holds dim 32c + 8q + 2 byte + nibble (_gl_write undoes it)."""
+        words = gl.convert_layout(words, vscale.type.layout, assert_trivial=True)
+        r0, r1, r2, r3 = gl.inline_asm_elementwise(GL_CVT_ASM, "=&v,=&v,=&v,=v,v,v", [words, vscale],
+                                                   dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True,
+                                                   pack=1)
+        v = gl.join(gl.join(_gl_halves(r0), _gl_halves(r1)), gl.join(_gl_halves(r2), _gl_halves(r3)))
+        # (token = 64h + 16w + 4g + r, c, nibble, byte bit 0, byte bit 1) -> (w, 8g + 4h + r, n')
+        v = gl.reshape(v, [2, 4, 4, 4, 16, 2, 2, 2])
+        v = gl.reshape(gl.permute(v, [1, 2, 0, 3, 5, 7, 6, 4]), [4, 32, GL_OUT_DIMS])
+        return gl.amd.cdna4.mfma(p, gl.convert_layout(v, GL_V_B), acc)
+
+    @gluon.jit
+    def _gl_tiles(m_ref, q_ops, ring, views, kv_ptr, scale_ptr, offsets, lo, hi, rows_end, kv_row_stride,
+                  scale_row_words, scale_words, qk_scale_log2, BLOCK_N: gl.constexpr):
+        """Tiles [lo, hi) of one sequence, tiles 0 and 1 already copied -> per warp and head
+        (m_ref, m_true, l) (4, 16) and the accumulator's 4 chunks (4, 16, 128). m_ref: the
+        reference p is taken against (-inf: the first valid tile's maximum), m_true: the
+        largest score seen."""
+        ks_l: gl.constexpr = gl.amd.cdna4.get_mfma_scale_layout(GL_K_B, [BLOCK_N, 16])
+        ksr_l: gl.constexpr = gl.amd.cdna4.get_mfma_scale_layout(GL_K_B, [BLOCK_N, 4])
+        q8, qs, q8r, qsr = q_ops
+        codes, rope, scales = ring
+        code_words, scale_bytes = views
+        rope_block = gl.arange(0, 4, layout=gl.SliceLayout(0, ksr_l))
+        m_true = gl.full([4, NUM_HEADS_C], float("-inf"), gl.float32, GL_ROW)
+        l_i = gl.zeros([4, NUM_HEADS_C], gl.float32, GL_ROW)
+        acc0 = gl.zeros([4, NUM_HEADS_C, GL_OUT_DIMS], gl.float32, GL_MMA_V)
+        acc1 = gl.zeros([4, NUM_HEADS_C, GL_OUT_DIMS], gl.float32, GL_MMA_V)
+        acc2 = gl.zeros([4, NUM_HEADS_C, GL_OUT_DIMS], gl.float32, GL_MMA_V)
+        acc3 = gl.zeros([4, NUM_HEADS_C, GL_OUT_DIMS], gl.float32, GL_MMA_V)
+        for i in range(gl.cdiv(gl.maximum(hi - lo, 0), BLOCK_N)):
+            gl.amd.cdna4.async_copy.wait_group(1)
+            _gl_copy_tile(ring, (i + 2) % 3, kv_ptr, scale_ptr, offsets, lo + (i + 2) * BLOCK_N, rows_end,
+                          kv_row_stride, scale_row_words, scale_words, BLOCK_N)
+            slot = i % 3
+            k = gl.amd.cdna4.async_copy.load_shared_relaxed(codes.index(slot).permute([1, 0]), GL_K_B)
+            ks = gl.amd.cdna4.async_copy.load_shared_relaxed(scale_bytes.index(slot).slice(0, 16, 1), ks_l)
+            kr = gl.amd.cdna4.async_copy.load_shared_relaxed(rope.index(slot).permute([1, 0]), GL_K_B)
+            ksr = gl.amd.cdna4.async_copy.load_shared_relaxed(scale_bytes.index(slot).slice(16, 4, 1), ksr_l)
+            ksr = gl.where((rope_block < ROPE_C // 32)[None, :], ksr, 127)  # padding blocks: scale 1
+            s = gl.amd.cdna4.mfma_scaled(q8, qs, "e4m3", k, ks, "e2m1", gl.zeros([NUM_HEADS_C, BLOCK_N], gl.float32, GL_MMA_S))
+            s = gl.amd.cdna4.mfma_scaled(q8r, qsr, "e4m3", kr, ksr, "e2m1", s)
+            tokens = lo + i * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, GL_MMA_S))
+            s = gl.where((tokens < hi)[None, :], s, float("-inf"))
+            # (head, 64h + 16w + 4g + r) -> (w, head, 8g + 4h + r): the values' P operand, no data moved
+            s = gl.reshape(gl.permute(gl.reshape(s, [NUM_HEADS_C, 2, 4, 4, 4]), [2, 0, 3, 1, 4]), [4, NUM_HEADS_C, 32])
+            m_tile = gl.convert_layout(gl.max(s, axis=2), GL_ROW)
+            m_true = gl.maximum(m_true, m_tile)
+            m_ref = gl.where(m_ref == float("-inf"), m_tile, m_ref)
+            m_use = gl.where(m_ref == float("-inf"), 0.0, m_ref) * qk_scale_log2
+            p = gl.exp2(s * qk_scale_log2 - gl.expand_dims(gl.convert_layout(m_use, gl.SliceLayout(2, s.type.layout)), 2))
+            l_i = l_i + gl.convert_layout(gl.sum(p, axis=2), GL_ROW)
+            p = gl.convert_layout(p.to(gl.bfloat16), GL_P_A)
+            vsc = gl.amd.cdna4.async_copy.load_shared_relaxed(scale_bytes.index(slot).slice(0, 16, 1), GL_V_READ)
+            vscale = (vsc.to(gl.int32) << 23).to(gl.float32, bitcast=True)
+            words = code_words.index(slot)
+            acc0 = _gl_values(gl.amd.cdna4.async_copy.load_shared_relaxed(words.slice(0, 16, 1), GL_V_READ), vscale, p,
+                              acc0)
+            acc1 = _gl_values(gl.amd.cdna4.async_copy.load_shared_relaxed(words.slice(16, 16, 1), GL_V_READ), vscale, p,
+                              acc1)
+            acc2 = _gl_values(gl.amd.cdna4.async_copy.load_shared_relaxed(words.slice(32, 16, 1), GL_V_READ), vscale, p,
+                              acc2)
+            acc3 = _gl_values(gl.amd.cdna4.async_copy.load_shared_relaxed(words.slice(48, 16, 1), GL_V_READ), vscale, p,
+                              acc3)
+        gl.amd.cdna4.async_copy.wait_group(0)  # the copies past the range still land in the ring
+        return m_ref, m_true, l_i, (acc0, acc1, acc2, acc3)
+
+    @gluon.jit
+    def _gl_store_chunk(acc, weight, scale, ptr, base, dims, q: gl.constexpr, OUT_BF16: gl.constexpr):
+        """Chunk q of the accumulator, the four warps merged with `weight` (4, 16), times
+        `scale` (16, 1), to ptr[base + dim]."""
+        merged = gl.sum(acc * gl.expand_dims(weight, 2), axis=0) * scale
+        if OUT_BF16:
+            merged = merged.to(gl.bfloat16)
+        gl.amd.cdna4.buffer_store(merged, ptr, base + dims + 8 * q)
+
+    @gluon.jit
+    def _gl_write(m_ref, l_i, accs, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr,
+                  qk_scale_log2, MERGE: gl.constexpr):
+        """The four warps' (m_ref, l, acc) merged into the program's result, written by MERGE
+        as _write_result writes it (DIRECT: normalized bf16, NaN rows for an invalid range,
+        zeros for an empty one; COMBINE: the float32 partial, m NaN for an invalid range)."""
+        out_l: gl.constexpr = gl.SliceLayout(0, GL_MMA_V)
+        m_all = gl.max(m_ref, axis=0)
+        weight = gl.exp2((m_ref - gl.expand_dims(gl.where(m_all == float("-inf"), 0.0, m_all), 0)) * qk_scale_log2)
+        l_all = gl.sum(l_i * weight, axis=0)
+        heads = gl.arange(0, NUM_HEADS_C, layout=gl.SliceLayout(1, out_l))
+        n = gl.arange(0, GL_OUT_DIMS, layout=gl.SliceLayout(0, out_l))
+        dims = (32 * (n % 16) + 2 * ((n // 16) % 4) + n // 64)[None, :]  # column n' of chunk 0 -> its dim
+        acc0, acc1, acc2, acc3 = accs
+        if MERGE == 0:
+            l_out = gl.convert_layout(l_all, gl.SliceLayout(1, out_l))
+            norm = gl.where(range_ok, gl.where(l_out > 0, 1.0 / l_out, 0.0), float("nan"))[:, None]
+            base = seq * (NUM_HEADS_C * V_DIM_C) + heads[:, None] * V_DIM_C
+            _gl_store_chunk(acc0, weight, norm, out_ptr, base, dims, 0, True)
+            _gl_store_chunk(acc1, weight, norm, out_ptr, base, dims, 1, True)
+            _gl_store_chunk(acc2, weight, norm, out_ptr, base, dims, 2, True)
+            _gl_store_chunk(acc3, weight, norm, out_ptr, base, dims, 3, True)
+        else:
+            part = seq * num_splits + split
+            base = part * (NUM_HEADS_C * V_DIM_C) + heads[:, None] * V_DIM_C
+            one = gl.full([NUM_HEADS_C, 1], 1.0, gl.float32, out_l)
+            _gl_store_chunk(acc0, weight, one, part_acc_ptr, base, dims, 0, False)
+            _gl_store_chunk(acc1, weight, one, part_acc_ptr, base, dims, 1, False)
+            _gl_store_chunk(acc2, weight, one, part_acc_ptr, base, dims, 2, False)
+            _gl_store_chunk(acc3, weight, one, part_acc_ptr, base, dims, 3, False)
+            ml_l: gl.constexpr = gl.BlockedLayout([1], [64], [4], [0])
+            rows = part * (2 * NUM_HEADS_C) + gl.arange(0, NUM_HEADS_C, layout=ml_l)
+            gl.amd.cdna4.buffer_store(gl.convert_layout(gl.where(range_ok, m_all, float("nan")), ml_l), part_ml_ptr,
+                                      rows)
+            gl.amd.cdna4.buffer_store(gl.convert_layout(l_all, ml_l), part_ml_ptr, rows + NUM_HEADS_C)
+
+    @gluon.jit
+    def _gl_store_q(q8, qs, q8r, qsr, q8_ptr, qs_ptr, seq):
+        """Split 0's quantized Q to q8 (batch, 16, 576) / qs (batch, 16, 18), for the self-check."""
+        heads = gl.arange(0, NUM_HEADS_C, layout=gl.SliceLayout(1, GL_Q_A))[:, None]
+        dims = gl.arange(0, V_DIM_C, layout=gl.SliceLayout(0, GL_Q_A))[None, :]
+        rope_dims = gl.arange(0, 2 * ROPE_PAD_BYTES_C, layout=gl.SliceLayout(0, GL_Q_A))[None, :]
+        rows = seq * (NUM_HEADS_C * QK_DIM_C) + heads * QK_DIM_C
+        gl.amd.cdna4.buffer_store(q8.to(gl.uint8, bitcast=True), q8_ptr, rows + dims)
+        gl.amd.cdna4.buffer_store(q8r.to(gl.uint8, bitcast=True), q8_ptr, rows + V_DIM_C + rope_dims,
+                                  mask=rope_dims < ROPE_C)
+        qs_l: gl.constexpr = qs.type.layout
+        rows = seq * (NUM_HEADS_C * SCALE_COLS_C) + gl.arange(0, NUM_HEADS_C, layout=gl.SliceLayout(1, qs_l))[:, None] * SCALE_COLS_C
+        gl.amd.cdna4.buffer_store(qs, qs_ptr, rows + gl.arange(0, V_DIM_C // 32, layout=gl.SliceLayout(0, qs_l))[None, :])
+        qsr_l: gl.constexpr = qsr.type.layout
+        rows = seq * (NUM_HEADS_C * SCALE_COLS_C) + gl.arange(0, NUM_HEADS_C, layout=gl.SliceLayout(1, qsr_l))[:, None] * SCALE_COLS_C
+        blocks = gl.arange(0, 4, layout=gl.SliceLayout(0, qsr_l))[None, :]
+        gl.amd.cdna4.buffer_store(qsr, qs_ptr, rows + V_DIM_C // 32 + blocks, mask=blocks < ROPE_C // 32)
+
+    @gluon.jit(do_not_specialize=["total_kv", "num_splits", "scale_words"])
+    def _gluon_split_kernel(
+        q_ptr, kv_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr, part_acc_ptr, part_ml_ptr, q8_ptr, qs_ptr,
+        total_kv, num_splits, scale_words, q_row_stride, q_head_stride, kv_row_stride, scale_row_words, qk_scale_log2,
+        BLOCK_N: gl.constexpr, MERGE: gl.constexpr,
+    ):
+        """_mla_split_kernel's program (same grid, arguments and results; MERGE DIRECT or
+        COMBINE) in the data flow drawn above. scale_ptr: the e8m0 bytes, 4-byte aligned rows
+        of scale_row_words int32 words (>= 5), scale_words the words the buffer holds."""
+        gl.static_assert(BLOCK_N == 128, "the warp-split layouts are written for 128-token tiles")
+        gl.static_assert((MERGE == 0) | (MERGE == 1), "MERGE must be DIRECT or COMBINE")
+        split = gl.program_id(0)
+        seq = gl.program_id(1)
+        # Q's loads first, then the range, then the first two tiles' copies, then Q is quantized
+        heads = gl.arange(0, NUM_HEADS_C, layout=gl.SliceLayout(1, GL_Q_A))
+        q_rows = seq * q_row_stride + heads[:, None] * q_head_stride
+        q_nope = gl.amd.cdna4.buffer_load(q_ptr, q_rows + gl.arange(0, V_DIM_C, layout=gl.SliceLayout(0, GL_Q_A))[None, :])
+        rope_dims = gl.arange(0, 2 * ROPE_PAD_BYTES_C, layout=gl.SliceLayout(0, GL_Q_A))[None, :]
+        q_rope = gl.amd.cdna4.buffer_load(q_ptr, q_rows + V_DIM_C + rope_dims, mask=rope_dims < ROPE_C, other=0.0)
+        kv_start, kv_end = _gl_pair(kv_indptr_ptr, seq)
+        qo_start, qo_end = _gl_pair(qo_indptr_ptr, seq)
+        range_ok = (kv_start >= 0) & (kv_start <= kv_end) & (kv_end <= total_kv) & (qo_start == seq) \
+            & (qo_end == seq + 1)
+        kv_end = gl.where(range_ok, kv_end, kv_start)  # an invalid range reads nothing
+        tiles_per_split = gl.cdiv(gl.cdiv(kv_end - kv_start, BLOCK_N), num_splits)
+        lo = kv_start + split * tiles_per_split * BLOCK_N
+        hi = gl.minimum(lo + tiles_per_split * BLOCK_N, kv_end)
+        rows_end = gl.minimum(hi, total_kv)
+
+        codes = gl.allocate_shared_memory(gl.uint8, [3, BLOCK_N, 256], GL_FLAT)
+        rope = gl.allocate_shared_memory(gl.uint8, [3, BLOCK_N, ROPE_PAD_BYTES_C], GL_FLAT)
+        scales = gl.allocate_shared_memory(gl.int32, [3, BLOCK_N, 8], GL_FLAT)
+        ring = (codes, rope, scales)
+        views = (_gl_reinterpret(codes, gl.int32, [3, BLOCK_N, 64], GL_BY_WORD),
+                 _gl_reinterpret(scales, gl.uint8, [3, BLOCK_N, 32], GL_FLAT))
+        scale_words_ptr = scale_ptr.to(gl.pointer_type(gl.int32))
+        offsets = _gl_copy_offsets(kv_row_stride, scale_row_words, BLOCK_N)
+        _gl_copy_tile(ring, 0, kv_ptr, scale_words_ptr, offsets, lo, rows_end, kv_row_stride, scale_row_words,
+                      scale_words, BLOCK_N)
+        _gl_copy_tile(ring, 1, kv_ptr, scale_words_ptr, offsets, lo + BLOCK_N, rows_end, kv_row_stride,
+                      scale_row_words, scale_words, BLOCK_N)
+
+        q8, qs = _quantize_e4m3_blocks(q_nope.to(gl.float32), NUM_HEADS_C, V_DIM_C // 32)
+        q8r, qsr = _quantize_e4m3_blocks(q_rope.to(gl.float32), NUM_HEADS_C, 2 * ROPE_PAD_BYTES_C // 32)
+        q8 = gl.convert_layout(q8, GL_Q_A)
+        q8r = gl.convert_layout(q8r, GL_Q_A)
+        qs = gl.convert_layout(qs, gl.amd.cdna4.get_mfma_scale_layout(GL_Q_A, [NUM_HEADS_C, V_DIM_C // 32]))
+        qsr = gl.convert_layout(qsr, gl.amd.cdna4.get_mfma_scale_layout(GL_Q_A, [NUM_HEADS_C, 4]))
+        if split == 0:
+            _gl_store_q(q8, qs, q8r, qsr, q8_ptr, qs_ptr, seq)
+        q_ops = (q8, qs, q8r, qsr)
+
+        m_ref, m_true, l_i, accs = _gl_tiles(
+            gl.full([4, NUM_HEADS_C], float("-inf"), gl.float32, gl.SliceLayout(2, GL_MMA_V)), q_ops, ring, views,
+            kv_ptr, scale_words_ptr, offsets, lo, hi, rows_end, kv_row_stride, scale_row_words, scale_words,
+            qk_scale_log2, BLOCK_N)
+        gap = gl.where(m_ref == float("-inf"), 0.0, (m_true - m_ref) * qk_scale_log2)
+        if gl.max(gl.max(gap, axis=1), axis=0) > ONCE_OVERFLOW_LOG2_C:  # again, from the true maximum
+            _gl_copy_tile(ring, 0, kv_ptr, scale_words_ptr, offsets, lo, rows_end, kv_row_stride, scale_row_words,
+                          scale_words, BLOCK_N)
+            _gl_copy_tile(ring, 1, kv_ptr, scale_words_ptr, offsets, lo + BLOCK_N, rows_end, kv_row_stride,
+                          scale_row_words, scale_words, BLOCK_N)
+            m_ref, m_true, l_i, accs = _gl_tiles(m_true, q_ops, ring, views, kv_ptr, scale_words_ptr, offsets, lo, hi,
+                                                 rows_end, kv_row_stride, scale_row_words, scale_words,
+                                                 qk_scale_log2, BLOCK_N)
+        _gl_write(m_ref, l_i, accs, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr,
+                  qk_scale_log2, MERGE)
 
 
 # =======================================================================================
