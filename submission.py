@@ -545,6 +545,86 @@ def _scaled_tile(q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, tile_sta
     return m_i, l_i, acc_t
 
 
+# --- The ONCE family in standard Triton: the Gluon kernel's data flow, its twin ----------
+
+@triton.jit
+def _once_tile(q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
+               scale_row_stride, qk_scale_log2, m_ref, m_true, l_g, acc_g, BLOCK_N: tl.constexpr,
+               CONVERT: tl.constexpr):
+    """ONCE family, one tile, as _gluon_split_kernel computes it: the raw tile loaded once
+    as bytes (value codes, rope codes padded to 64 bytes with zeros, scales; rows at or past
+    hi read as zeros), the scores by dot_scaled on those bytes, and the same bytes viewed as
+    int32 words converted to bf16 for the values. Tokens 16w + j and 64 + 16w + j (j < 16)
+    form group w (the Gluon kernel's warp w), each with its own reference m_ref (its first
+    valid tile's maximum, -inf before one), largest score m_true, sum l_g (4, 16) and
+    accumulator acc_g (4, 16, 512) += p @ v, never rescaled (times 2^-LOG2_SHIFT[CONVERT])."""
+    kv_rows, scale_rows = _tile_rows(kv_ptr, scale_ptr, tile_start, kv_row_stride, scale_row_stride, BLOCK_N)
+    rows_ok = (tile_start + tl.arange(0, BLOCK_N) < hi)[:, None]
+    rope_bytes = tl.arange(0, ROPE_PAD_BYTES_C)[None, :]
+    rope_blocks = tl.arange(0, ROPE_PAD_BYTES_C // 16)[None, :]
+    codes = tl.load(kv_rows + tl.arange(0, V_DIM_C // 2)[None, :], mask=rows_ok, other=0)
+    rope = tl.load(kv_rows + V_DIM_C // 2 + rope_bytes, mask=rows_ok & (rope_bytes < ROPE_C // 2), other=0)
+    scales = tl.load(scale_rows + tl.arange(0, V_DIM_C // 32)[None, :], mask=rows_ok, other=0)
+    rope_scales = tl.load(scale_rows + V_DIM_C // 32 + rope_blocks, mask=rows_ok & (rope_blocks < ROPE_C // 32),
+                          other=0)
+    rope_scales = tl.where(rope_blocks < ROPE_C // 32, rope_scales, 127)  # the padding blocks: scale 1
+    scores = tl.dot_scaled(q8_nope, qs_nope, "e4m3", tl.trans(codes), scales, "e2m1")
+    scores = tl.dot_scaled(q8_rope, qs_rope, "e4m3", tl.trans(rope), rope_scales, "e2m1", scores)
+    scores = tl.where(tl.trans(rows_ok), scores, float("-inf"))
+    # (head, 64h + 16w + j) -> (w, head, 16h + j)
+    scores = tl.reshape(tl.permute(tl.reshape(scores, (NUM_HEADS_C, BLOCK_N // 64, ONCE_GROUPS_C, 16)), (2, 0, 1, 3)),
+                        (ONCE_GROUPS_C, NUM_HEADS_C, BLOCK_N // ONCE_GROUPS_C))
+    m_tile = tl.max(scores, axis=2)
+    m_true = tl.maximum(m_true, m_tile)
+    m_ref = tl.where(m_ref == float("-inf"), m_tile, m_ref)
+    m_use = tl.where(m_ref == float("-inf"), 0.0, m_ref) * qk_scale_log2
+    p = tl.exp2(scores * qk_scale_log2 - m_use[:, :, None])
+    l_g = l_g + tl.sum(p, axis=2)
+    # the same bytes as little-endian int32 words (the byte shifts are disjoint: the sum is an OR)
+    words = tl.sum(tl.reshape(codes, (BLOCK_N, V_DIM_C // 8, 4)).to(tl.int32) << (8 * tl.arange(0, 4))[None, None, :],
+                   axis=2)
+    values = _words_to_bf16(words, scales, BLOCK_N, V_DIM_C // 8, CONVERT, 0, True)
+    values = tl.reshape(tl.permute(tl.reshape(values, (BLOCK_N // 64, ONCE_GROUPS_C, 16, V_DIM_C)), (1, 0, 2, 3)),
+                        (ONCE_GROUPS_C, BLOCK_N // ONCE_GROUPS_C, V_DIM_C))
+    acc_g = tl.dot(p.to(tl.bfloat16), values, acc_g)
+    return m_ref, m_true, l_g, acc_g
+
+
+@triton.jit
+def _once_tiles(m_ref, q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, lo, hi, kv_row_stride,
+                scale_row_stride, qk_scale_log2, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr):
+    """Tiles [lo, hi) in the ONCE form from the references m_ref (4, 16) -> (m_ref, m_true,
+    l_g, acc_g) as _once_tile leaves them."""
+    m_true = tl.full([ONCE_GROUPS_C, NUM_HEADS_C], float("-inf"), tl.float32)
+    l_g = tl.zeros([ONCE_GROUPS_C, NUM_HEADS_C], tl.float32)
+    acc_g = tl.zeros([ONCE_GROUPS_C, NUM_HEADS_C, V_DIM_C], tl.float32)
+    for tile_start in range(lo, hi, BLOCK_N):
+        m_ref, m_true, l_g, acc_g = _once_tile(q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, tile_start, hi,
+                                               kv_row_stride, scale_row_stride, qk_scale_log2, m_ref, m_true, l_g,
+                                               acc_g, BLOCK_N, CONVERT)
+    return m_ref, m_true, l_g, acc_g
+
+
+@triton.jit
+def _once_split(q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, lo, hi, kv_row_stride, scale_row_stride,
+                qk_scale_log2, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr):
+    """The ONCE family's tiles [lo, hi) -> (m, l, acc (16, 512)), the program's result as
+    _write_result takes it: a second pass from the true maximum when a score exceeded its
+    group's reference by more than ONCE_OVERFLOW_LOG2 (p up to 2^16 otherwise), then the
+    groups merged."""
+    m_ref, m_true, l_g, acc_g = _once_tiles(tl.full([ONCE_GROUPS_C, NUM_HEADS_C], float("-inf"), tl.float32),
+                                            q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, lo, hi,
+                                            kv_row_stride, scale_row_stride, qk_scale_log2, BLOCK_N, CONVERT)
+    known = m_ref != float("-inf")
+    gap = tl.where(known, (m_true - tl.where(known, m_ref, 0.0)) * qk_scale_log2, 0.0)
+    if tl.max(tl.max(gap, axis=1), axis=0) > ONCE_OVERFLOW_LOG2_C:
+        m_ref, m_true, l_g, acc_g = _once_tiles(m_true, q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, lo,
+                                                hi, kv_row_stride, scale_row_stride, qk_scale_log2, BLOCK_N, CONVERT)
+    m_all = tl.max(m_ref, axis=0)
+    weight = tl.exp2((m_ref - tl.where(m_all == float("-inf"), 0.0, m_all)[None, :]) * qk_scale_log2)
+    return m_all, tl.sum(l_g * weight, axis=0), tl.sum(acc_g * weight[:, :, None], axis=0)
+
+
 @triton.jit
 def _tile(qa, qb, qc, qd, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride, scale_row_stride, qk_scale_log2,
           m_i, l_i, acc_a, acc_b, probe_row, tile_slot, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr,
@@ -626,12 +706,12 @@ def _load_q(q_rows, q8_ptr, qs_ptr, seq, split, LAYOUT: tl.constexpr, SCORES: tl
       BF16 NATURAL: (dims 0..511, dims 512..575, -, -) in bf16;
       BF16 EVEN_ODD: the even and the odd dims of the first 512, then of the 64 rope dims
         (read as whole rows, split in registers);
-      SCALED: (e4m3 dims 0..511, their 16 e8m0 block scales, e4m3 rope dims padded to 128,
+      SCALED and ONCE: (e4m3 dims 0..511, their 16 e8m0 block scales, e4m3 rope dims padded to 128,
         their 4 scales), quantized here; split 0 writes the bytes to q8 (batch, 16, 576) and
         qs (batch, 16, 18) for the self-check, which compares them with quantize_q_reference.
     """
     q_nope = tl.load(q_rows + tl.arange(0, V_DIM_C)[None, :])
-    if SCORES == 1:
+    if SCORES != 0:
         rope_dims = tl.arange(0, 2 * ROPE_PAD_BYTES_C)
         q_rope = tl.load(q_rows + V_DIM_C + rope_dims[None, :], mask=rope_dims[None, :] < ROPE_C, other=0.0)
         q8_nope, qs_nope = _quantize_e4m3_blocks(q_nope.to(tl.float32), NUM_HEADS_C, V_DIM_C // 32)
@@ -845,6 +925,7 @@ def _mla_split_kernel(
     tl.static_assert((LAYOUT == 0) | (LAYOUT == 1), "LAYOUT must be NATURAL or EVEN_ODD")
     tl.static_assert((SCORES == 0) | ((LAYOUT == 0) & (CONVERT != 1)), "SCALED reads NATURAL words, no PTX")
     tl.static_assert((MERGE >= 0) & (MERGE <= 2), "MERGE must be DIRECT, COMBINE or FUSED")
+    tl.static_assert((SCORES != 2) | (MERGE != 2), "the ONCE family merges DIRECT or COMBINE")
     tl.static_assert((not PDL) | (MERGE == 1), "PDL: the combine is the dependent launch")
     probe_row = probe_ptr + (tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)) * PROBE_SLOTS_C
     _probe(probe_row, PROBE_GLOBAL_START_C, tl.program_id(0), PROBE, True)
@@ -855,9 +936,14 @@ def _mla_split_kernel(
     q_rows = q_ptr + seq * q_row_stride + tl.arange(0, NUM_HEADS_C)[:, None] * q_head_stride
     qa, qb, qc, qd = _load_q(q_rows, q8_ptr, qs_ptr, seq, split, LAYOUT, SCORES)
     _probe(probe_row, SLOT_Q_C, qb, PROBE)
-    m_i, l_i, acc_a, acc_b = _split_loop(qa, qb, qc, qd, kv_ptr, scale_ptr, lo, full_end, hi, kv_row_stride,
-                                         scale_row_stride, qk_scale_log2, probe_row, BLOCK_N, CONVERT, LAYOUT,
-                                         PIN, SCORES, SPLIT_TAIL, PROBE)
+    if SCORES == 2:
+        m_i, l_i, acc_a = _once_split(qa, qb, qc, qd, kv_ptr, scale_ptr, lo, hi, kv_row_stride, scale_row_stride,
+                                      qk_scale_log2, BLOCK_N, CONVERT)
+        acc_b = tl.zeros([1, 1], tl.float32)
+    else:
+        m_i, l_i, acc_a, acc_b = _split_loop(qa, qb, qc, qd, kv_ptr, scale_ptr, lo, full_end, hi, kv_row_stride,
+                                             scale_row_stride, qk_scale_log2, probe_row, BLOCK_N, CONVERT, LAYOUT,
+                                             PIN, SCORES, SPLIT_TAIL, PROBE)
     _probe(probe_row, SLOT_TILES_DONE_C, l_i, PROBE)
     if LAYOUT == 1:  # dims back in order: one (16, 512) result, stored in whole rows
         acc_a = tl.reshape(tl.join(acc_a, acc_b), (NUM_HEADS_C, V_DIM_C))
@@ -1251,7 +1337,8 @@ if gl is not None:
             gl.full([4, NUM_HEADS_C], float("-inf"), gl.float32, gl.SliceLayout(2, GL_MMA_V)), q_ops, ring, views,
             kv_ptr, scale_words_ptr, offsets, lo, hi, rows_end, kv_row_stride, scale_row_words, scale_words,
             qk_scale_log2, BLOCK_N)
-        gap = gl.where(m_ref == float("-inf"), 0.0, (m_true - m_ref) * qk_scale_log2)
+        known = m_ref != float("-inf")
+        gap = gl.where(known, (m_true - gl.where(known, m_ref, 0.0)) * qk_scale_log2, 0.0)
         if gl.max(gl.max(gap, axis=1), axis=0) > ONCE_OVERFLOW_LOG2_C:  # again, from the true maximum
             _gl_copy_tile(ring, 0, kv_ptr, scale_words_ptr, offsets, lo, rows_end, kv_row_stride, scale_row_words,
                           scale_words, BLOCK_N)
@@ -1415,9 +1502,10 @@ class Variant(NamedTuple):
     num_warps: int
     num_stages: int
     split_tail: bool = False  # full tiles unmasked, then one masked tail (see _split_loop)
-    scores: int = 0  # BF16_SCORES (the converted tile in bf16 dots) or SCALED_SCORES
+    scores: int = 0  # BF16_SCORES (the converted tile in bf16 dots), SCALED_SCORES or ONCE_SCORES
     merge: int = 1  # MERGE_DIRECT, MERGE_COMBINE or MERGE_FUSED
     pdl: bool = False  # COMBINE: the combine as a programmatic dependent launch (NVIDIA sm_90+)
+    gluon: bool = False  # the ONCE family's Gluon kernel (_gluon_split_kernel, gfx950), not its twin
 
     def describe(self):
         return (f"{FAMILY_NAMES.get(self.scores, self.scores)} family, "
@@ -1425,7 +1513,8 @@ class Variant(NamedTuple):
                 f"{LAYOUT_NAMES.get(self.layout, self.layout)} layout, {self.block_n}-token tiles, "
                 f"{self.num_warps} warps, {self.num_stages} stage(s), merge {MERGE_NAMES.get(self.merge, self.merge)}"
                 f"{', unmasked full tiles + masked tail' if self.split_tail else ''}"
-                f"{', dependent launch (PDL)' if self.pdl else ''}")
+                f"{', dependent launch (PDL)' if self.pdl else ''}"
+                f"{', Gluon kernel' if self.gluon else ''}")
 
 
 _WARNED = set()
@@ -1473,6 +1562,8 @@ PORTABLE_MAX_BLOCK_N = {"cuda": 32}  # 64-token portable tiles spill 76 bytes on
 SCALED_NATIVE = {"gfx950": GFX950}
 # The BF16 family's launch a scaled plan falls back to when no scaled variant runs.
 SCALED_FALLBACK_TILE = (64, 4, 1)  # block_n, num_warps, num_stages
+# The SCALED family's launch the ONCE family falls back to (its large-case form).
+ONCE_FALLBACK_TILE = (128, 8, 2)  # block_n, num_warps, num_stages
 
 
 def pdl_capable(arch, platform):
@@ -1483,6 +1574,46 @@ def pdl_capable(arch, platform):
     return platform == "cuda" and arch.startswith("sm_") and arch[3:].isdigit() and int(arch[3:]) >= 90
 
 
+def gluon_capable(arch):
+    """The ONCE family's Gluon kernel can be offered: Triton's Gluon imports with the CDNA4
+    operations it uses (GLUON_ERROR says why not), the architecture is gfx950, and neither
+    MLA_GLUON=0 nor MLA_CONVERT=portable turns it off. A first-call tuning candidate of the
+    ONCE family (("triton", 128, 4, splits, 1, ONCE_SCORES[, merge])) then runs it first,
+    the SCALED family (ONCE_FALLBACK_TILE) after it; elsewhere the family runs its
+    standard-Triton twin."""
+    return (gl is not None and arch == "gfx950" and os.environ.get("MLA_GLUON") != "0"
+            and os.environ.get("MLA_CONVERT") != "portable")
+
+
+GLUON_INT32_BYTES = 1 << 31  # buffer offsets are 32-bit: every tensor the Gluon kernel reads or writes is smaller
+
+
+def _storage_bytes(tensor):
+    """Bytes of tensor's storage from its first element on (what a buffer at its address holds)."""
+    return tensor.untyped_storage().nbytes() - tensor.storage_offset() * tensor.element_size()
+
+
+def gluon_layout_problem(q, packed, scales, batch, num_splits):
+    """None when the Gluon kernel can read this call's tensors (uint8 views of packed and
+    scales), else why not: 16-byte aligned code and scale buffers and code rows (its copies
+    move 16 and 4 bytes per lane), scale rows of whole int32 words holding 20 bytes (it
+    copies words 0..4 of a row, the last row's too) and every buffer under 2 GB (32-bit
+    offsets). Attribute reads only."""
+    total_kv = packed.shape[0]
+    if packed.data_ptr() % 16 or packed.stride(0) % 16 or scales.data_ptr() % 16:
+        return "the MXFP4 codes or scales are not 16-byte aligned"
+    if scales.stride(0) % WORD_BYTES or scales.stride(0) < 20:
+        return f"scale rows of {scales.stride(0)} bytes (whole int32 words, at least 20, are copied)"
+    scale_bytes = _storage_bytes(scales)
+    if total_kv and (total_kv - 1) * scales.stride(0) + 20 > scale_bytes:
+        return "the scale buffer ends inside its last row's 20 bytes"
+    sizes = (_storage_bytes(packed), scale_bytes, _storage_bytes(q),
+             batch * max(num_splits, 1) * NUM_HEADS * V_HEAD_DIM * 4)
+    if max(sizes) >= GLUON_INT32_BYTES:
+        return "a buffer of 2 GB or more (32-bit buffer offsets)"
+    return None
+
+
 # Variants that failed to build, fit or launch, or failed a check, in this process.
 FAILED_VARIANTS = set()
 
@@ -1490,7 +1621,10 @@ FAILED_VARIANTS = set()
 def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_SCORES, merge=MERGE_COMBINE):
     """The split kernel's variants for one launch, in the order they are tried.
 
-    BF16 family: native conversion first (where the architecture has one), then the
+    ONCE family: on gfx950 where gluon_capable, the Gluon kernel (128-token tiles, 4 warps
+    only), else its standard-Triton twin (native conversion where SCALED_NATIVE has one);
+    then the SCALED family's order at ONCE_FALLBACK_TILE. BF16 family: native conversion
+    first (where the architecture has one), then the
     portable one with the register pin (on NVIDIA in tiles of at most 32 tokens), and on
     hip, where inline asm has failed to build before (Triton 3.6's pipeliner), the portable
     one without any asm in PLAIN_BLOCK_N-token tiles: the plainest form, slow but
@@ -1502,7 +1636,14 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_S
     the combine as a dependent launch before the same form launched plainly.
     """
     merge_after = MERGE_COMBINE if merge == MERGE_FUSED else merge
-    if scores == SCALED_SCORES:
+    if scores == ONCE_SCORES:
+        if gluon_capable(arch) and (block_n, num_warps) == (GL_BLOCK_N, GL_NUM_WARPS):
+            order = [Variant(GFX950, NATURAL, 0, block_n, num_warps, 1, False, ONCE_SCORES, gluon=True)]
+        else:
+            convert = PORTABLE if os.environ.get("MLA_CONVERT") == "portable" else SCALED_NATIVE.get(arch, PORTABLE)
+            order = [Variant(convert, NATURAL, 0, block_n, num_warps, num_stages, False, ONCE_SCORES)]
+        order += variants_for(arch, platform, *ONCE_FALLBACK_TILE, SCALED_SCORES, merge_after)
+    elif scores == SCALED_SCORES:
         convert = SCALED_NATIVE.get(arch, PORTABLE)
         if os.environ.get("MLA_CONVERT") == "portable":
             convert = PORTABLE
@@ -1563,6 +1704,9 @@ def make_launch(*fields):
         return launch._replace(merge=MERGE_DIRECT)
     if launch.merge == MERGE_DIRECT:
         return launch._replace(merge=MERGE_COMBINE)
+    if launch.merge == MERGE_FUSED and launch.scores == ONCE_SCORES:
+        _fail(ValueError, f"the once family merges several splits with the combine kernel (no FUSED form); "
+                          f"got {tuple(fields)}")
     return launch
 
 
@@ -1667,7 +1811,7 @@ def make_scratch(batch, num_splits, device, variants):
     """The buffers every variant in `variants` may use."""
     merges = {variant.merge for variant in variants}
     parts = batch * num_splits if merges - {MERGE_DIRECT} else 1
-    scaled = any(variant.scores == SCALED_SCORES for variant in variants)
+    scaled = any(variant.scores != BF16_SCORES for variant in variants)
 
     def buffer(count, dtype, wanted):
         return torch.zeros(count if wanted else 1, dtype=dtype, device=device)
@@ -1699,11 +1843,36 @@ def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out
     packed / scales are the uint8 views. probe: an int64 (batch * num_splits, PROBE_SLOTS)
     tensor for the split kernel's phase probes (tools/phase_probe.py), else None."""
     batch = out.shape[0]
-    shift = 2.0 ** (0 if variant.scores == SCALED_SCORES else LOG2_SHIFT[variant.convert])
+    shift = 2.0 ** (0 if variant.scores != BF16_SCORES else LOG2_SHIFT[variant.convert])
     qk_scale_log2 = sm_scale * LOG2E * shift
     value_scale = 2.0 ** LOG2_SHIFT[variant.convert]
+    if variant.gluon:
+        _launch_gluon(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2)
+    else:
+        _launch_triton(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2,
+                       value_scale, probe)
+    if variant.merge == MERGE_COMBINE:
+        _launch_kernel(_mla_combine_kernel, (batch, NUM_HEADS, V_HEAD_DIM // dims),
+                       (out, scratch.part_acc, scratch.part_ml, num_splits, qk_scale_log2, value_scale),
+                       dict(CHUNK=min(num_splits, COMBINE_MAX_CHUNK), DIMS=dims, PDL=variant.pdl, num_warps=4,
+                            **({"launch_pdl": True} if variant.pdl else {})), variant.describe())
+
+
+def _launch_gluon(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2):
+    """The ONCE family's Gluon split kernel (gluon_layout_problem must be None for these tensors)."""
     _launch_kernel(
-        _mla_split_kernel, (num_splits, batch),
+        _gluon_split_kernel, (num_splits, out.shape[0]),
+        (q, packed, scales, qo_indptr, kv_indptr, out, scratch.part_acc, scratch.part_ml, scratch.q8, scratch.qs,
+         packed.shape[0], num_splits, _storage_bytes(scales) // WORD_BYTES, q.stride(0), q.stride(1),
+         packed.stride(0), scales.stride(0) // WORD_BYTES, qk_scale_log2),
+        dict(BLOCK_N=variant.block_n, MERGE=variant.merge, num_warps=variant.num_warps), variant.describe())
+
+
+def _launch_triton(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2,
+                   value_scale, probe):
+    """_mla_split_kernel in `variant`'s form."""
+    _launch_kernel(
+        _mla_split_kernel, (num_splits, out.shape[0]),
         (q, packed, scales, qo_indptr, kv_indptr, out, scratch.part_acc, scratch.part_ml, scratch.count, scratch.q8,
          scratch.qs, scratch.count if probe is None else probe, packed.shape[0], num_splits, q.stride(0),
          q.stride(1), packed.stride(0), scales.stride(0), qk_scale_log2, value_scale),
@@ -1712,11 +1881,6 @@ def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out
              FUSED_CHUNK=fused_chunk(variant, num_splits), PDL=variant.pdl,
              PROBE=PROBE_OFF if probe is None else _probe_kind(q.device), num_warps=variant.num_warps,
              num_stages=variant.num_stages), variant.describe())
-    if variant.merge == MERGE_COMBINE:
-        _launch_kernel(_mla_combine_kernel, (batch, NUM_HEADS, V_HEAD_DIM // dims),
-                       (out, scratch.part_acc, scratch.part_ml, num_splits, qk_scale_log2, value_scale),
-                       dict(CHUNK=min(num_splits, COMBINE_MAX_CHUNK), DIMS=dims, PDL=variant.pdl, num_warps=4,
-                            **({"launch_pdl": True} if variant.pdl else {})), variant.describe())
 
 
 def _probe_kind(device):
@@ -1755,7 +1919,9 @@ def _synthetic_case(block_n, like):
     tile, laid out like the real call's (q, packed, scales) in `like` (_laid_out_like):
     what each variant is checked on before its first use. Well conditioned (block scales
     2^-4..2^0, scores of order one): with large values the softmax picks one token, and a
-    rounding difference between two equally right kernels flips which."""
+    rounding difference between two equally right kernels flips which. The scale rows are
+    as wide as the real ones (zero padding past the 18 scales): the Gluon kernel copies
+    whole words of each row, the last row's too (gluon_layout_problem)."""
     gen = torch.Generator(device="cpu").manual_seed(20261130)
     kv_len = 2 * block_n + 5
     packed = torch.randint(0, 256, (2 * kv_len, 1, PACKED_ROW_BYTES), dtype=torch.uint8, generator=gen)
@@ -1764,9 +1930,9 @@ def _synthetic_case(block_n, like):
     q_like, packed_like, scales_like = like
     device = q_like.device
     kv_indptr = torch.tensor([0, kv_len, 2 * kv_len], dtype=torch.int32, device=device)
-    return (_laid_out_like(q, q_like), _laid_out_like(packed, packed_like),
-            _laid_out_like(scales, scales_like[:, :SCALE_COLS]), torch.arange(3, dtype=torch.int32, device=device),
-            kv_indptr)
+    scales = torch.nn.functional.pad(scales, (0, scales_like.shape[1] - SCALE_COLS))
+    return (_laid_out_like(q, q_like), _laid_out_like(packed, packed_like), _laid_out_like(scales, scales_like),
+            torch.arange(3, dtype=torch.int32, device=device), kv_indptr)
 
 
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
@@ -1809,7 +1975,7 @@ def check_output(variant, q, packed, scales, kv_indptr, out, scratch, sm_scale, 
     quantize_q_reference's bit for bit. Else a line saying what disagreed."""
     index = torch.tensor(sequences, device=q.device)
     q_rows = q.index_select(0, index)
-    if variant.scores == SCALED_SCORES:
+    if variant.scores != BF16_SCORES:
         q8, qs, q_rows = quantize_q_reference(q_rows)
         written_q8 = scratch.q8.view(-1, NUM_HEADS, QK_HEAD_DIM).index_select(0, index)
         written_qs = scratch.qs.view(-1, NUM_HEADS, SCALE_COLS).index_select(0, index)
@@ -1883,6 +2049,12 @@ class _TritonPlan:
         for variant in self.variants:
             if variant in FAILED_VARIANTS:
                 continue
+            problem = variant.gluon and gluon_layout_problem(q, packed, scales, self.batch, self.launch.num_splits)
+            if problem:  # this call's tensors only: not a failure of the variant
+                self.failures.append((variant, f"not run: {problem}"))
+                _warn_once(("layout", variant, problem), f"kernel variant not run ({variant.describe()}: {problem}); "
+                                                         f"falling back to the next one")
+                continue
             try:
                 self._timed_check(variant, "self-check (synthetic input)", lambda: self_check(
                     variant, self.launch.num_splits, (q, packed, scales), self.sm_scale, self.combine_dims))
@@ -1904,6 +2076,9 @@ class _TritonPlan:
     def run(self, q, packed, scales, qo_indptr, kv_indptr):
         out = torch.empty((self.batch, NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=self.device)
         args = (q, packed.view(torch.uint8), scales.view(torch.uint8), qo_indptr, kv_indptr, out)
+        if self.variant is not None and self.variant.gluon and gluon_layout_problem(*args[:3], self.batch,
+                                                                                  self.launch.num_splits):
+            self.variant = None  # a call the Gluon kernel cannot read: the next variant, checked first
         if self.variant is None:
             self._first_run(args)
         else:
@@ -2355,7 +2530,8 @@ WIDE_BLOCK_N = {"cuda": (128,)}
 def _fused_twins(choices):
     """The FUSED-merge form of each Triton choice of several splits."""
     return [("triton", *make_launch(*choice[1:6], MERGE_FUSED)) for choice in choices
-            if choice[0] == "triton" and make_launch(*choice[1:]).num_splits > 1]
+            if choice[0] == "triton" and make_launch(*choice[1:]).num_splits > 1
+            and make_launch(*choice[1:]).scores != ONCE_SCORES]
 
 
 def _scaled_candidates(batch, kv_len, num_sms):
