@@ -1727,6 +1727,16 @@ def scaled_launch(batch, kv_len, num_sms):
     return make_launch(64, 4, _splits_for(batch, kv_len, 64, num_sms), 1, SCALED_SCORES)
 
 
+def once_launch(batch, kv_len, num_sms):
+    """The ONCE family's launch: 128-token tiles and 4 warps (the Gluon kernel's form), about
+    one program per CU (its 132 KB ring of LDS tiles lets one workgroup per CU run) and at
+    least two tiles per split (the copies run two tiles ahead). A first-call tuning candidate
+    of the family is ("triton", *once_launch(...)), or the same with other split counts."""
+    tiles = max(1, triton.cdiv(kv_len, GL_BLOCK_N))
+    splits = min(_pow2_floor(triton.cdiv(num_sms, batch)), _pow2_floor(max(tiles // 2, 1)))
+    return make_launch(GL_BLOCK_N, GL_NUM_WARPS, splits, 1, ONCE_SCORES)
+
+
 def default_launch(batch, kv_len, num_sms):
     """64-token tiles with 4 warps when there are at least as many as SMs, else 32-token
     tiles; about two programs per SM (a power of two) and at least two tiles per split.

@@ -91,19 +91,20 @@ def parse_sass(sass):
     return found
 
 
-def loop_region(instructions, backward_target, matrix_prefix):
+def loop_region(instructions, backward_target, matrix_prefix, innermost=False):
     """(first, last) positions of the main loop: of the regions closed by a backward branch,
     the one with the most matrix instructions (mnemonics starting with matrix_prefix), the
-    largest of those; None without one. instructions: tuples (position, mnemonic, operands,
-    ...); backward_target(mnemonic, operands, position) -> the position the branch jumps to,
-    or None."""
+    largest of those (innermost: the smallest, for a kernel whose tile loop sits inside
+    another loop or has a second back-edge around a branch of its body); None without one.
+    instructions: tuples (position, mnemonic, operands, ...); backward_target(mnemonic,
+    operands, position) -> the position the branch jumps to, or None."""
     best, best_key = None, None
     for position, mnemonic, operands, *_ in instructions:
         target = backward_target(mnemonic, operands, position)
         if target is None or target >= position:
             continue
         matrix = sum(m.startswith(matrix_prefix) for p, m, *_ in instructions if target <= p <= position)
-        key = (matrix, position - target)
+        key = (matrix, target - position if innermost else position - target)
         if best_key is None or key > best_key:
             best, best_key = (target, position), key
     return best
@@ -309,7 +310,7 @@ def _kernarg_preload_entry(asm, labels, instructions):
     return 0
 
 
-def isa_latency_counts(asm_text, waves_per_cu, matrix_prefix="v_mfma"):
+def isa_latency_counts(asm_text, waves_per_cu, matrix_prefix="v_mfma", innermost=False):
     """The module docstring's counts for one gfx950 kernel from its amdgcn text; waves_per_cu:
     the waves one CU holds at once (waves per SIMD x 4). Keys: round_trips_to_first_mma (and
     round_trips_to_first_mma_kernargs_uncached: every scalar load of a kernel argument a
@@ -323,7 +324,7 @@ def isa_latency_counts(asm_text, waves_per_cu, matrix_prefix="v_mfma"):
 
     def branch(mnemonic, operands, position):
         return labels.get(operands.split(",")[0].strip()) if mnemonic.startswith(("s_branch", "s_cbranch")) else None
-    loop = loop_region(instructions, branch, matrix_prefix)
+    loop = loop_region(instructions, branch, matrix_prefix, innermost)
     register = kernarg_register(asm_text)
     ops, spans = _flatten(instructions, lambda m, o: amdgcn_instruction_ops(m, o, register))
     loop_ops = (spans[loop[0]][0], spans[loop[1]][1]) if loop else None
