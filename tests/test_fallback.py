@@ -431,6 +431,10 @@ class _GluonBuildFails:
         return launch
 
 
+# pretending to be an MI355X runs the gfx950 inline asm: the interpreter emulates it, a GPU cannot run it
+GFX950_IN_THE_INTERPRETER = pytest.mark.skipif(torch.cuda.is_available(), reason="gfx950 stand-in: CPU interpreter only")
+
+
 def as_gfx950(sub, monkeypatch):
     """The dispatch and the plans answering as on an MI355X (the interpreter runs the
     standard-Triton forms, the gfx950 inline asm emulated)."""
@@ -466,6 +470,7 @@ def test_gluon_capable_needs_gluon_and_gfx950(sub, monkeypatch):
     assert not sub.gluon_capable("gfx950")
 
 
+@GFX950_IN_THE_INTERPRETER
 def test_the_gluon_kernel_failing_to_build_falls_back_to_the_scaled_family(sub, monkeypatch):
     """On gfx950 a plan of the ONCE family tries the Gluon kernel first; its build failing
     is one warning, and the SCALED family's first form runs the same call, right."""
@@ -482,6 +487,7 @@ def test_the_gluon_kernel_failing_to_build_falls_back_to_the_scaled_family(sub, 
     assert_matches(out, data)
 
 
+@GFX950_IN_THE_INTERPRETER
 def test_a_call_the_gluon_kernel_cannot_read_runs_the_next_variant_checked(sub, monkeypatch):
     """gluon_layout_problem: the runner's layout (16-byte aligned rows, 24-byte scale rows)
     is readable, the trimmed one (18-byte scale rows) is not. A plan using the Gluon kernel

@@ -293,6 +293,7 @@ def test_the_source_id_ignores_the_table_and_sees_the_code():
     assert submission.source_id(text.replace("def custom_kernel", "def  custom_kernel")) != submission.SOURCE_ID
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="runs gfx950 kernels: CPU interpreter only (the asm emulated)")
 def test_a_once_candidate_whose_gluon_kernel_fails_to_build_is_reported_and_not_picked(sub, monkeypatch):
     """gfx950 (the fixture), Gluon offered: a ONCE-family candidate's plan tries the Gluon
     kernel, whose build fails (forced), and runs the SCALED family instead on that call

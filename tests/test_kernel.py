@@ -369,3 +369,22 @@ def test_once_family_second_pass_when_a_later_score_dwarfs_the_first_tiles(fresh
     overflowing = q_deq.float().sum(dim=1) * 192 * data[4]["sm_scale"] * 1.4427 > 128  # p past 2^128
     assert bool(overflowing.any())
     assert_matches_exact(out, data, expected)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch, kv_len, seed", [LEADERBOARD[0], LEADERBOARD[2], LEADERBOARD[6]])
+def test_once_twin_on_gpu(fresh_plans, monkeypatch, batch, kv_len, seed):
+    """The ONCE family's standard-Triton twin compiled (NVIDIA: Triton emulates dot_scaled;
+    not fast, its accumulators spill: a check of the Gluon kernel's data flow, not a path the
+    dispatch takes there) in once_launch's split count, against its float32 emulation and
+    the runner's rule."""
+    form = force_variant(fresh_plans, monkeypatch, "once-portable")
+    arch = fresh_plans._arch(_device())
+    launch = fresh_plans.once_launch(batch, kv_len, fresh_plans._num_sms(_device()))
+    monkeypatch.setitem(fresh_plans.MEASURED_DISPATCH, arch, {(batch, kv_len): ("triton", *launch)})
+    data = ref.generate_input(batch, 1, kv_len, seed)
+    out = fresh_plans.custom_kernel(data)
+    assert ran(fresh_plans) == form and last_plan(fresh_plans).launch == launch
+    assert_matches_exact(out, data, emulated_scaled(data))
+    ok, message = ref.check_implementation(data, out)
+    assert ok, message
