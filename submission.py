@@ -183,6 +183,16 @@ def _word_pairs_portable(words, scale, b: tl.constexpr, PIN: tl.constexpr):
     return _pin(low | (high << 16), PIN)
 
 
+# Byte b of the word $4 -> the bf16 pair $b (low code in the low half), times the scale $5
+# (the gfx950 primitive; the Gluon kernel converts its V words with the same text).
+GFX950_WORD_PAIRS = tl.constexpr("""
+        v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5
+        v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]
+        v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]
+        v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]
+        """)
+
+
 @triton.jit
 def _word_pairs_gfx950(words, scale, PURE: tl.constexpr):
     """CDNA4: v_cvt_scalef32_pk_bf16_fp4 converts the two codes of one byte (op_sel picks
@@ -191,13 +201,7 @@ def _word_pairs_gfx950(words, scale, PURE: tl.constexpr):
     lets Triton 3.6's pipeliner take the loop (it rejects impure asm in a pipelined loop),
     for a tile that feeds one dot only (the scaled kernel's values)."""
     return tl.inline_asm_elementwise(
-        asm="""
-        v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5
-        v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]
-        v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]
-        v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]
-        """,
-        constraints="=&v,=&v,=&v,=v,v,v", args=[words, scale],
+        asm=GFX950_WORD_PAIRS, constraints="=&v,=&v,=&v,=v,v,v", args=[words, scale],
         dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=PURE, pack=1)
 
 
@@ -1045,12 +1049,6 @@ SLOT_START_C, SLOT_RANGE_C, SLOT_Q_C, SLOT_TILE0_C, SLOT_LAST_TILE_C, SLOT_TILES
 GL_BLOCK_N = 128
 GL_NUM_WARPS = 4
 GL_OUT_DIMS = tl.constexpr(128)  # output dims per accumulator chunk (4 chunks: word q of each 16-byte block)
-GL_CVT_ASM = tl.constexpr("""
-        v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5
-        v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]
-        v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]
-        v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]
-        """)
 
 if gl is not None:
     # the copies' offset layouts (each warp writes LDS contiguously: a copy instruction has one LDS
@@ -1153,7 +1151,7 @@ if gl is not None:
         registers, right before the MFMA. The accumulator's column n' = nibble * 64 + byte *
         16 + c holds dim 32c + 8q + 2 byte + nibble (_gl_write undoes it)."""
         words = gl.convert_layout(words, vscale.type.layout, assert_trivial=True)
-        r0, r1, r2, r3 = gl.inline_asm_elementwise(GL_CVT_ASM, "=&v,=&v,=&v,=v,v,v", [words, vscale],
+        r0, r1, r2, r3 = gl.inline_asm_elementwise(GFX950_WORD_PAIRS, "=&v,=&v,=&v,=v,v,v", [words, vscale],
                                                    dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True,
                                                    pack=1)
         v = gl.join(gl.join(_gl_halves(r0), _gl_halves(r1)), gl.join(_gl_halves(r2), _gl_halves(r3)))
