@@ -13,7 +13,10 @@ launch. Two paths, chosen per (batch, kv_len) by the dispatch at the end of this
   as int32 words, dims in order: gfx950 and the CPU) or the EVEN_ODD one (bytes, even and
   odd dims apart: sm_90); SCALED (the MI355X's prediction) quantizes Q to e4m3 in the
   split kernel and runs the scores on the scaled matrix instructions (tl.dot_scaled), K
-  never converted. The e2m1 -> bf16 conversion is one primitive with three
+  never converted; ONCE (a first-call tuning candidate on gfx950) is SCALED's arithmetic in
+  AMD's data flow, written in Gluon for gfx950 (_gluon_split_kernel: the raw tile copied
+  to LDS once and read there as K and as V) with a standard-Triton twin everywhere else.
+  The e2m1 -> bf16 conversion is one primitive with three
   implementations: gfx950's v_cvt_scalef32_pk_bf16_fp4, bit tricks in PTX (NVIDIA) and
   portable Triton (everywhere, the reference the other two are checked against). The
   splits of a sequence become its output in one launch (one split: the split kernel
@@ -337,7 +340,8 @@ def _bytes_to_bf16(packed, scale_bytes, BLOCK_N: tl.constexpr, WIDTH: tl.constex
 #
 # Families (SCORES): BF16 converts each tile once to bf16 for both dots; SCALED quantizes Q
 # to e4m3 in the program itself (split 0 also writes the bytes to q8 / qs, for the
-# self-check) and runs the scores on the scaled matrix instructions (tl.dot_scaled).
+# self-check) and runs the scores on the scaled matrix instructions (tl.dot_scaled); ONCE
+# (below) is SCALED's arithmetic with the tile read once, in 4 token groups (DIRECT, COMBINE).
 MERGE_DIRECT, MERGE_COMBINE, MERGE_FUSED = 0, 1, 2
 MERGE_NAMES = {MERGE_DIRECT: "direct", MERGE_COMBINE: "combine", MERGE_FUSED: "fused"}
 BF16_SCORES, SCALED_SCORES, ONCE_SCORES = 0, 1, 2

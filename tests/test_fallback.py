@@ -12,12 +12,17 @@ The failures are injected here so they run in the CPU interpreter and on a GPU:
   swapped, one code's sign, one block exponent), beside the unmodified stand-in as the
   control that must pass.
 """
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 import triton
 import triton.language as tl
 
 import reference as ref
+from conftest import ROOT
 from test_kernel import emulated_scaled
 from submission import _bf16_bits, _bf16_halves, _quantize_e4m3_blocks, _scale_f32, _word_pairs_portable
 
@@ -517,3 +522,42 @@ def test_a_call_the_gluon_kernel_cannot_read_runs_the_next_variant_checked(sub, 
 def assert_matches(out, data):
     expected = emulated_scaled(data)
     assert bool(((out.float() - expected).abs() <= 8e-3 + 2e-2 * expected.abs()).all())
+
+
+NO_GLUON_SCRIPT = """
+import builtins, os, sys
+real_import = builtins.__import__
+
+def no_gluon(name, globals=None, locals=None, fromlist=(), level=0):
+    from_submission = (globals or {}).get("__name__") == "submission"
+    if from_submission and (name.startswith("triton.experimental.gluon")
+                            or (name == "triton.experimental" and "gluon" in (fromlist or ()))):
+        raise ImportError("this Triton has no Gluon")
+    return real_import(name, globals, locals, fromlist, level)
+
+builtins.__import__ = no_gluon
+os.environ["TRITON_INTERPRET"] = "1"
+os.environ["MLA_TUNE"] = "0"
+sys.path[:0] = ["tests", "."]
+import interpreter_shim, asm_emulation
+interpreter_shim.install(); asm_emulation.install()
+import reference as ref, submission as sub
+assert sub.gl is None and sub.gluon is None and "no Gluon" in sub.GLUON_ERROR, sub.GLUON_ERROR
+assert not sub.gluon_capable("gfx950")
+assert not any(v.gluon for v in sub.variants_for("gfx950", "hip", 128, 4, 1, sub.ONCE_SCORES))
+data = ref.generate_input(2, 1, 40, seed=60)
+ok, message = ref.check_implementation(data, sub.custom_kernel(data))
+assert ok, message
+print("ok")
+"""
+
+
+def test_a_triton_without_gluon_leaves_every_other_path_working():
+    """The Gluon import is guarded: with it failing (a subprocess in which submission's
+    import of triton.experimental.gluon raises; Triton's own lazy imports of it still
+    work), submission imports, says why, offers no Gluon kernel (the ONCE family runs its
+    twin) and a call runs right."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run([sys.executable, "-c", NO_GLUON_SCRIPT], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
