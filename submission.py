@@ -13,7 +13,10 @@ launch. Two paths, chosen per (batch, kv_len) by the dispatch at the end of this
   as int32 words, dims in order: gfx950 and the CPU) or the EVEN_ODD one (bytes, even and
   odd dims apart: sm_90); SCALED (the MI355X's prediction) quantizes Q to e4m3 in the
   split kernel and runs the scores on the scaled matrix instructions (tl.dot_scaled), K
-  never converted. The e2m1 -> bf16 conversion is one primitive with three
+  never converted; ONCE (a first-call tuning candidate on gfx950) is SCALED's arithmetic in
+  AMD's data flow, written in Gluon for gfx950 (_gluon_split_kernel: the raw tile copied
+  to LDS once and read there as K and as V) with a standard-Triton twin everywhere else.
+  The e2m1 -> bf16 conversion is one primitive with three
   implementations: gfx950's v_cvt_scalef32_pk_bf16_fp4, bit tricks in PTX (NVIDIA) and
   portable Triton (everywhere, the reference the other two are checked against). The
   splits of a sequence become its output in one launch (one split: the split kernel
@@ -60,6 +63,27 @@ import triton
 import triton.language as tl
 
 from task import input_t, output_t
+
+
+def _import_gluon():
+    """Triton's Gluon (triton.experimental.gluon) with the CDNA4 operations the gfx950 kernel
+    uses, or (None, why not): a Triton without them leaves every other path as it is."""
+    try:
+        from triton.experimental import gluon as gluon_module
+        from triton.experimental.gluon import language as gluon_language
+        cdna4 = gluon_language.amd.cdna4
+        needed = (cdna4.async_copy.buffer_load_to_shared, cdna4.async_copy.commit_group,
+                  cdna4.async_copy.wait_group, cdna4.async_copy.load_shared_relaxed, cdna4.mfma_scaled,
+                  cdna4.mfma, cdna4.buffer_load, cdna4.buffer_store, cdna4.get_mfma_scale_layout,
+                  gluon_language.amd.AMDMFMALayout, gluon_language.DistributedLinearLayout,
+                  gluon_language.SharedLinearLayout, gluon_language.SwizzledSharedLayout)
+        del needed
+    except Exception as exc:  # noqa: BLE001 - any failure means no Gluon kernel
+        return None, None, f"{type(exc).__name__}: {exc}"[:200]
+    return gluon_module, gluon_language, None
+
+
+gluon, gl, GLUON_ERROR = _import_gluon()
 
 NUM_HEADS = 16
 QK_HEAD_DIM = 576  # keys: all 576 dims
@@ -165,6 +189,16 @@ def _word_pairs_portable(words, scale, b: tl.constexpr, PIN: tl.constexpr):
     return _pin(low | (high << 16), PIN)
 
 
+# Byte b of the word $4 -> the bf16 pair $b (low code in the low half), times the scale $5
+# (the gfx950 primitive; the Gluon kernel converts its V words with the same text).
+GFX950_WORD_PAIRS = tl.constexpr("""
+        v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5
+        v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]
+        v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]
+        v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]
+        """)
+
+
 @triton.jit
 def _word_pairs_gfx950(words, scale, PURE: tl.constexpr):
     """CDNA4: v_cvt_scalef32_pk_bf16_fp4 converts the two codes of one byte (op_sel picks
@@ -173,13 +207,7 @@ def _word_pairs_gfx950(words, scale, PURE: tl.constexpr):
     lets Triton 3.6's pipeliner take the loop (it rejects impure asm in a pipelined loop),
     for a tile that feeds one dot only (the scaled kernel's values)."""
     return tl.inline_asm_elementwise(
-        asm="""
-        v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5
-        v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]
-        v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]
-        v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]
-        """,
-        constraints="=&v,=&v,=&v,=v,v,v", args=[words, scale],
+        asm=GFX950_WORD_PAIRS, constraints="=&v,=&v,=&v,=v,v,v", args=[words, scale],
         dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=PURE, pack=1)
 
 
@@ -315,11 +343,22 @@ def _bytes_to_bf16(packed, scale_bytes, BLOCK_N: tl.constexpr, WIDTH: tl.constex
 #
 # Families (SCORES): BF16 converts each tile once to bf16 for both dots; SCALED quantizes Q
 # to e4m3 in the program itself (split 0 also writes the bytes to q8 / qs, for the
-# self-check) and runs the scores on the scaled matrix instructions (tl.dot_scaled).
+# self-check) and runs the scores on the scaled matrix instructions (tl.dot_scaled); ONCE
+# (below) is SCALED's arithmetic with the tile read once, in 4 token groups (DIRECT, COMBINE).
 MERGE_DIRECT, MERGE_COMBINE, MERGE_FUSED = 0, 1, 2
 MERGE_NAMES = {MERGE_DIRECT: "direct", MERGE_COMBINE: "combine", MERGE_FUSED: "fused"}
-BF16_SCORES, SCALED_SCORES = 0, 1
-FAMILY_NAMES = {BF16_SCORES: "bf16", SCALED_SCORES: "scaled"}
+BF16_SCORES, SCALED_SCORES, ONCE_SCORES = 0, 1, 2
+FAMILY_NAMES = {BF16_SCORES: "bf16", SCALED_SCORES: "scaled", ONCE_SCORES: "once"}
+# ONCE: the SCALED family's arithmetic with the raw tile read once and used twice (as the
+# scores' K and, re-read through a second view, as V converted after the read), each of 4
+# token groups (the Gluon kernel's warps) with its own m, l and accumulator, merged after the
+# loop; p is taken against the group's first valid tile maximum (no rescale in the loop), and
+# a program whose later score exceeds that reference by more than 2^ONCE_OVERFLOW_LOG2 in p
+# runs its tiles again from the true maximum. On gfx950 the Gluon kernel
+# (_gluon_split_kernel), elsewhere and in the interpreter its standard-Triton twin
+# (_once_tiles); the SCALED family is its fallback. No FUSED merge (the Gluon kernel has none).
+ONCE_GROUPS = 4
+ONCE_OVERFLOW_LOG2 = 16.0
 COMBINE_MAX_CHUNK = 32  # splits the combine kernel holds in registers at once (a running rescale across chunks)
 # Output dims per combine program (grid (batch, 16, 512 / dims)): all 512 when batch x 16
 # programs fill the SMs, else 256 (H200, results/h200_sweep_v8_combine_dims.json: 256 dims
@@ -517,6 +556,86 @@ def _scaled_tile(q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, tile_sta
     return m_i, l_i, acc_t
 
 
+# --- The ONCE family in standard Triton: the Gluon kernel's data flow, its twin ----------
+
+@triton.jit
+def _once_tile(q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
+               scale_row_stride, qk_scale_log2, m_ref, m_true, l_g, acc_g, BLOCK_N: tl.constexpr,
+               CONVERT: tl.constexpr):
+    """ONCE family, one tile, as _gluon_split_kernel computes it: the raw tile loaded once
+    as bytes (value codes, rope codes padded to 64 bytes with zeros, scales; rows at or past
+    hi read as zeros), the scores by dot_scaled on those bytes, and the same bytes viewed as
+    int32 words converted to bf16 for the values. Tokens 16w + j and 64 + 16w + j (j < 16)
+    form group w (the Gluon kernel's warp w), each with its own reference m_ref (its first
+    valid tile's maximum, -inf before one), largest score m_true, sum l_g (4, 16) and
+    accumulator acc_g (4, 16, 512) += p @ v, never rescaled (times 2^-LOG2_SHIFT[CONVERT])."""
+    kv_rows, scale_rows = _tile_rows(kv_ptr, scale_ptr, tile_start, kv_row_stride, scale_row_stride, BLOCK_N)
+    rows_ok = (tile_start + tl.arange(0, BLOCK_N) < hi)[:, None]
+    rope_bytes = tl.arange(0, ROPE_PAD_BYTES_C)[None, :]
+    rope_blocks = tl.arange(0, ROPE_PAD_BYTES_C // 16)[None, :]
+    codes = tl.load(kv_rows + tl.arange(0, V_DIM_C // 2)[None, :], mask=rows_ok, other=0)
+    rope = tl.load(kv_rows + V_DIM_C // 2 + rope_bytes, mask=rows_ok & (rope_bytes < ROPE_C // 2), other=0)
+    scales = tl.load(scale_rows + tl.arange(0, V_DIM_C // 32)[None, :], mask=rows_ok, other=0)
+    rope_scales = tl.load(scale_rows + V_DIM_C // 32 + rope_blocks, mask=rows_ok & (rope_blocks < ROPE_C // 32),
+                          other=0)
+    rope_scales = tl.where(rope_blocks < ROPE_C // 32, rope_scales, 127)  # the padding blocks: scale 1
+    scores = tl.dot_scaled(q8_nope, qs_nope, "e4m3", tl.trans(codes), scales, "e2m1")
+    scores = tl.dot_scaled(q8_rope, qs_rope, "e4m3", tl.trans(rope), rope_scales, "e2m1", scores)
+    scores = tl.where(tl.trans(rows_ok), scores, float("-inf"))
+    # (head, 64h + 16w + j) -> (w, head, 16h + j)
+    scores = tl.reshape(tl.permute(tl.reshape(scores, (NUM_HEADS_C, BLOCK_N // 64, ONCE_GROUPS_C, 16)), (2, 0, 1, 3)),
+                        (ONCE_GROUPS_C, NUM_HEADS_C, BLOCK_N // ONCE_GROUPS_C))
+    m_tile = tl.max(scores, axis=2)
+    m_true = tl.maximum(m_true, m_tile)
+    m_ref = tl.where(m_ref == float("-inf"), m_tile, m_ref)
+    m_use = tl.where(m_ref == float("-inf"), 0.0, m_ref) * qk_scale_log2
+    p = tl.exp2(scores * qk_scale_log2 - m_use[:, :, None])
+    l_g = l_g + tl.sum(p, axis=2)
+    # the same bytes as little-endian int32 words (the byte shifts are disjoint: the sum is an OR)
+    words = tl.sum(tl.reshape(codes, (BLOCK_N, V_DIM_C // 8, 4)).to(tl.int32) << (8 * tl.arange(0, 4))[None, None, :],
+                   axis=2)
+    values = _words_to_bf16(words, scales, BLOCK_N, V_DIM_C // 8, CONVERT, 0, True)
+    values = tl.reshape(tl.permute(tl.reshape(values, (BLOCK_N // 64, ONCE_GROUPS_C, 16, V_DIM_C)), (1, 0, 2, 3)),
+                        (ONCE_GROUPS_C, BLOCK_N // ONCE_GROUPS_C, V_DIM_C))
+    acc_g = tl.dot(p.to(tl.bfloat16), values, acc_g)
+    return m_ref, m_true, l_g, acc_g
+
+
+@triton.jit
+def _once_tiles(m_ref, q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, lo, hi, kv_row_stride,
+                scale_row_stride, qk_scale_log2, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr):
+    """Tiles [lo, hi) in the ONCE form from the references m_ref (4, 16) -> (m_ref, m_true,
+    l_g, acc_g) as _once_tile leaves them."""
+    m_true = tl.full([ONCE_GROUPS_C, NUM_HEADS_C], float("-inf"), tl.float32)
+    l_g = tl.zeros([ONCE_GROUPS_C, NUM_HEADS_C], tl.float32)
+    acc_g = tl.zeros([ONCE_GROUPS_C, NUM_HEADS_C, V_DIM_C], tl.float32)
+    for tile_start in range(lo, hi, BLOCK_N):
+        m_ref, m_true, l_g, acc_g = _once_tile(q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, tile_start, hi,
+                                               kv_row_stride, scale_row_stride, qk_scale_log2, m_ref, m_true, l_g,
+                                               acc_g, BLOCK_N, CONVERT)
+    return m_ref, m_true, l_g, acc_g
+
+
+@triton.jit
+def _once_split(q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, lo, hi, kv_row_stride, scale_row_stride,
+                qk_scale_log2, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr):
+    """The ONCE family's tiles [lo, hi) -> (m, l, acc (16, 512)), the program's result as
+    _write_result takes it: a second pass from the true maximum when a score exceeded its
+    group's reference by more than ONCE_OVERFLOW_LOG2 (p up to 2^16 otherwise), then the
+    groups merged."""
+    m_ref, m_true, l_g, acc_g = _once_tiles(tl.full([ONCE_GROUPS_C, NUM_HEADS_C], float("-inf"), tl.float32),
+                                            q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, lo, hi,
+                                            kv_row_stride, scale_row_stride, qk_scale_log2, BLOCK_N, CONVERT)
+    known = m_ref != float("-inf")
+    gap = tl.where(known, (m_true - tl.where(known, m_ref, 0.0)) * qk_scale_log2, 0.0)
+    if tl.max(tl.max(gap, axis=1), axis=0) > ONCE_OVERFLOW_LOG2_C:
+        m_ref, m_true, l_g, acc_g = _once_tiles(m_true, q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, lo,
+                                                hi, kv_row_stride, scale_row_stride, qk_scale_log2, BLOCK_N, CONVERT)
+    m_all = tl.max(m_ref, axis=0)
+    weight = tl.exp2((m_ref - tl.where(m_all == float("-inf"), 0.0, m_all)[None, :]) * qk_scale_log2)
+    return m_all, tl.sum(l_g * weight, axis=0), tl.sum(acc_g * weight[:, :, None], axis=0)
+
+
 @triton.jit
 def _tile(qa, qb, qc, qd, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride, scale_row_stride, qk_scale_log2,
           m_i, l_i, acc_a, acc_b, probe_row, tile_slot, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr,
@@ -598,12 +717,12 @@ def _load_q(q_rows, q8_ptr, qs_ptr, seq, split, LAYOUT: tl.constexpr, SCORES: tl
       BF16 NATURAL: (dims 0..511, dims 512..575, -, -) in bf16;
       BF16 EVEN_ODD: the even and the odd dims of the first 512, then of the 64 rope dims
         (read as whole rows, split in registers);
-      SCALED: (e4m3 dims 0..511, their 16 e8m0 block scales, e4m3 rope dims padded to 128,
+      SCALED and ONCE: (e4m3 dims 0..511, their 16 e8m0 block scales, e4m3 rope dims padded to 128,
         their 4 scales), quantized here; split 0 writes the bytes to q8 (batch, 16, 576) and
         qs (batch, 16, 18) for the self-check, which compares them with quantize_q_reference.
     """
     q_nope = tl.load(q_rows + tl.arange(0, V_DIM_C)[None, :])
-    if SCORES == 1:
+    if SCORES != 0:
         rope_dims = tl.arange(0, 2 * ROPE_PAD_BYTES_C)
         q_rope = tl.load(q_rows + V_DIM_C + rope_dims[None, :], mask=rope_dims[None, :] < ROPE_C, other=0.0)
         q8_nope, qs_nope = _quantize_e4m3_blocks(q_nope.to(tl.float32), NUM_HEADS_C, V_DIM_C // 32)
@@ -817,6 +936,7 @@ def _mla_split_kernel(
     tl.static_assert((LAYOUT == 0) | (LAYOUT == 1), "LAYOUT must be NATURAL or EVEN_ODD")
     tl.static_assert((SCORES == 0) | ((LAYOUT == 0) & (CONVERT != 1)), "SCALED reads NATURAL words, no PTX")
     tl.static_assert((MERGE >= 0) & (MERGE <= 2), "MERGE must be DIRECT, COMBINE or FUSED")
+    tl.static_assert((SCORES != 2) | (MERGE != 2), "the ONCE family merges DIRECT or COMBINE")
     tl.static_assert((not PDL) | (MERGE == 1), "PDL: the combine is the dependent launch")
     probe_row = probe_ptr + (tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)) * PROBE_SLOTS_C
     _probe(probe_row, PROBE_GLOBAL_START_C, tl.program_id(0), PROBE, True)
@@ -827,9 +947,14 @@ def _mla_split_kernel(
     q_rows = q_ptr + seq * q_row_stride + tl.arange(0, NUM_HEADS_C)[:, None] * q_head_stride
     qa, qb, qc, qd = _load_q(q_rows, q8_ptr, qs_ptr, seq, split, LAYOUT, SCORES)
     _probe(probe_row, SLOT_Q_C, qb, PROBE)
-    m_i, l_i, acc_a, acc_b = _split_loop(qa, qb, qc, qd, kv_ptr, scale_ptr, lo, full_end, hi, kv_row_stride,
-                                         scale_row_stride, qk_scale_log2, probe_row, BLOCK_N, CONVERT, LAYOUT,
-                                         PIN, SCORES, SPLIT_TAIL, PROBE)
+    if SCORES == 2:
+        m_i, l_i, acc_a = _once_split(qa, qb, qc, qd, kv_ptr, scale_ptr, lo, hi, kv_row_stride, scale_row_stride,
+                                      qk_scale_log2, BLOCK_N, CONVERT)
+        acc_b = tl.zeros([1, 1], tl.float32)
+    else:
+        m_i, l_i, acc_a, acc_b = _split_loop(qa, qb, qc, qd, kv_ptr, scale_ptr, lo, full_end, hi, kv_row_stride,
+                                             scale_row_stride, qk_scale_log2, probe_row, BLOCK_N, CONVERT, LAYOUT,
+                                             PIN, SCORES, SPLIT_TAIL, PROBE)
     _probe(probe_row, SLOT_TILES_DONE_C, l_i, PROBE)
     if LAYOUT == 1:  # dims back in order: one (16, 512) result, stored in whole rows
         acc_a = tl.reshape(tl.join(acc_a, acc_b), (NUM_HEADS_C, V_DIM_C))
@@ -889,6 +1014,8 @@ V_DIM_C = tl.constexpr(V_HEAD_DIM)
 ROPE_C = tl.constexpr(ROPE_DIM)
 SCALE_COLS_C = tl.constexpr(SCALE_COLS)
 ROPE_PAD_BYTES_C = tl.constexpr(ROPE_PAD_BYTES)
+ONCE_GROUPS_C = tl.constexpr(ONCE_GROUPS)
+ONCE_OVERFLOW_LOG2_C = tl.constexpr(ONCE_OVERFLOW_LOG2)
 FUSED_MERGE_HEADS_C = tl.constexpr(FUSED_MERGE_HEADS)
 PROBE_SLOTS_C = tl.constexpr(PROBE_SLOTS)
 PROBE_SINK_C = tl.constexpr(PROBE_SINK)
@@ -898,6 +1025,335 @@ SLOT_START_C, SLOT_RANGE_C, SLOT_Q_C, SLOT_TILE0_C, SLOT_LAST_TILE_C, SLOT_TILES
     SLOT_MERGED_C, SLOT_END_C = (tl.constexpr(v) for v in (SLOT_START, SLOT_RANGE, SLOT_Q, SLOT_TILE0,
                                                             SLOT_LAST_TILE, SLOT_TILES_DONE, SLOT_WRITTEN,
                                                             SLOT_MERGED, SLOT_END))
+
+
+# =======================================================================================
+# The gfx950 split kernel in Gluon (ONCE family): the raw tile copied to LDS once, read as K and V
+# =======================================================================================
+# One program per (split, sequence), grid (num_splits, batch), 4 warps, 128-token tiles, the
+# same partials and outputs as _mla_split_kernel (DIRECT, COMBINE; the combine kernel and the
+# checks are shared). Per tile, in LDS (a ring of 3, 44 KB each, one workgroup per CU):
+#   codes (128, 256) bytes  the value dims' e2m1 pairs     copied 16 B per lane
+#   rope  (128, 64) bytes   32 rope bytes + 32 zero bytes  (the scaled MFMA's K is 128 dims)
+#   scale (128, 8) words    the row's 18 scale bytes (words 0..4; 5..7 read zero)
+# The pipeline, iteration i (one s_barrier, the wait that lets tile i + 1 stay in flight):
+#   wait tile i | copy tile i + 2 (global -> LDS, async) | scores of tile i: mfma_scaled(e4m3 Q
+#   from registers, e2m1 K from the LDS codes) | softmax of each warp's own 32 tokens | values:
+#   the LDS codes re-read as words (a lane: 8 tokens x one 32-dim block), converted in
+#   registers (v_cvt_scalef32_pk_bf16_fp4 with the token's block scale), bf16 MFMA; nothing
+#   converted is written back to LDS.
+# Warp w owns tokens 16w + j and 64 + 16w + j (j < 16) of every tile (the scores' MFMA layout)
+# and keeps its own m, l and 16 x 512 accumulator: no cross-warp traffic in the loop; the four
+# merge after it. The probabilities are taken against a reference fixed per warp and head, the
+# first valid tile's maximum, so the accumulator is never rescaled in the loop (it stays in
+# AGPRs, where the MFMAs write it); a later score above it by more than 2^GL_OVERFLOW_LOG2 in p
+# sends the program through its tiles again from the true maximum (ONCE_OVERFLOW_LOG2, the
+# same rule as the standard-Triton twin in _once_tiles).
+# Every global access is a buffer operation: Q, indptr, partials and outputs by construction
+# in range (the grid); the tile copies stop at the sequence's range, which _split_range's rule
+# keeps inside total_kv rows, and the scale words at scale_words (the buffer's extent); an
+# offset past the buffer reads zero instead of faulting.
+GL_BLOCK_N = 128
+GL_NUM_WARPS = 4
+GL_OUT_DIMS = tl.constexpr(128)  # output dims per accumulator chunk (4 chunks: word q of each 16-byte block)
+
+if gl is not None:
+    # the copies' offset layouts (each warp writes LDS contiguously: a copy instruction has one LDS
+    # address per warp): codes 16 B per lane, rope 16 B, scale words 4 B
+    GL_CODE_L = gl.constexpr(gl.BlockedLayout([1, 16], [4, 16], [4, 1], [1, 0]))
+    GL_ROPE_L = gl.constexpr(gl.BlockedLayout([1, 16], [16, 4], [4, 1], [1, 0]))
+    GL_SCALE_L = gl.constexpr(gl.BlockedLayout([1, 1], [8, 8], [4, 1], [1, 0]))
+    # scores (16 heads x 128 tokens, warp w: tokens 16w + j, 64 + 16w + j), values (batched over the warps)
+    GL_MMA_S = gl.constexpr(gl.amd.AMDMFMALayout(version=4, instr_shape=[16, 16, 128], transposed=True,
+                                                 warps_per_cta=[1, 4]))
+    GL_MMA_V = gl.constexpr(gl.amd.AMDMFMALayout(version=4, instr_shape=[16, 16, 32], transposed=True,
+                                                 warps_per_cta=[4, 1, 1]))
+    GL_Q_A = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=GL_MMA_S.value, k_width=16))
+    GL_K_B = gl.constexpr(gl.DotOperandLayout(operand_index=1, parent=GL_MMA_S.value, k_width=16))
+    GL_P_A = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=GL_MMA_V.value, k_width=8))
+    GL_V_B = gl.constexpr(gl.DotOperandLayout(operand_index=1, parent=GL_MMA_V.value, k_width=8))
+    # the V read: a lane holds 8 tokens (64h + 16w + 4g + r: registers r, h; lanes c, g; warps w) x block c
+    GL_V_READ = gl.constexpr(gl.DistributedLinearLayout(
+        reg_bases=[[1, 0], [2, 0], [64, 0]], lane_bases=[[0, 1], [0, 2], [0, 4], [0, 8], [4, 0], [8, 0]],
+        warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[GL_BLOCK_N, 16]))
+    GL_ROW = gl.constexpr(gl.SliceLayout(2, GL_MMA_V.value))  # per (warp, head)
+    GL_FLAT = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
+    # the codes as int32 words, word q of every block first: logical (t, 16q + c) = word 4c + q of row t
+    GL_BY_WORD = gl.constexpr(gl.SharedLinearLayout(offset_bases=[[0, 16], [0, 32], [0, 1], [0, 2], [0, 4], [0, 8],
+                                                                 [1, 0], [2, 0], [4, 0], [8, 0], [16, 0], [32, 0],
+                                                                 [64, 0]]))
+
+    # Triton 3.6 names it _reinterpret, later ones reinterpret
+    GL_PUBLIC_REINTERPRET = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
+
+    @gluon.jit
+    def _gl_reinterpret(desc, dtype: gl.constexpr, shape: gl.constexpr, layout: gl.constexpr):
+        if GL_PUBLIC_REINTERPRET:
+            view = desc.reinterpret(dtype, shape, layout)
+        else:
+            view = desc._reinterpret(dtype, shape, layout)
+        return view
+
+    @gluon.jit
+    def _gl_pair(ptr, first):
+        """(ptr[first], ptr[first + 1]) of an int32 array, one buffer load."""
+        idx = gl.arange(0, 2, layout=gl.BlockedLayout([2], [64], [4], [0]))
+        both = gl.amd.cdna4.buffer_load(ptr, first + idx)
+        return gl.sum(gl.where(idx == 0, both, 0), axis=0), gl.sum(gl.where(idx == 1, both, 0), axis=0)
+
+    @gluon.jit
+    def _gl_copy_offsets(kv_row_stride, scale_row_words, BLOCK_N: gl.constexpr):
+        """A tile's copy offsets relative to its first row (the loop adds the tile's)."""
+        rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_CODE_L))
+        code_offs = rows[:, None] * kv_row_stride + gl.arange(0, 256, layout=gl.SliceLayout(0, GL_CODE_L))[None, :]
+        rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_ROPE_L))
+        rope_offs = rows[:, None] * kv_row_stride + 256 + gl.arange(0, 64, layout=gl.SliceLayout(0, GL_ROPE_L))[None, :]
+        rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_SCALE_L))
+        scale_offs = rows[:, None] * scale_row_words + gl.arange(0, 8, layout=gl.SliceLayout(0, GL_SCALE_L))[None, :]
+        return code_offs, rope_offs, scale_offs
+
+    @gluon.jit
+    def _gl_copy_tile(ring, slot, kv_ptr, scale_ptr, offsets, tile_start, rows_end, kv_row_stride, scale_row_words,
+                      scale_words, BLOCK_N: gl.constexpr):
+        """Rows [tile_start, tile_start + BLOCK_N) into ring slot `slot` (async, one commit
+        group of 14 copies): rows at or past rows_end, the rope's padding bytes and scale
+        words 5..7 read zero; only a tile reaching past rows_end needs the row mask."""
+        codes, rope, scales = ring
+        code_offs, rope_offs, scale_offs = offsets
+        code_offs = code_offs + tile_start * kv_row_stride
+        rope_offs = rope_offs + tile_start * kv_row_stride
+        scale_offs = scale_offs + tile_start * scale_row_words
+        rope_real = (gl.arange(0, 64, layout=gl.SliceLayout(0, GL_ROPE_L)) < ROPE_C // 2)[None, :]
+        scale_real = (gl.arange(0, 8, layout=gl.SliceLayout(0, GL_SCALE_L)) < 5)[None, :]
+        valid = rows_end - tile_start
+        if valid >= BLOCK_N:
+            gl.amd.cdna4.async_copy.buffer_load_to_shared(codes.index(slot), kv_ptr, code_offs)
+            gl.amd.cdna4.async_copy.buffer_load_to_shared(rope.index(slot), kv_ptr, rope_offs, mask=rope_real)
+            gl.amd.cdna4.async_copy.buffer_load_to_shared(scales.index(slot), scale_ptr, scale_offs, mask=scale_real)
+        else:
+            rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_CODE_L))
+            gl.amd.cdna4.async_copy.buffer_load_to_shared(codes.index(slot), kv_ptr, code_offs,
+                                                          mask=(rows < valid)[:, None])
+            rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_ROPE_L))
+            gl.amd.cdna4.async_copy.buffer_load_to_shared(rope.index(slot), kv_ptr, rope_offs,
+                                                          mask=(rows < valid)[:, None] & rope_real)
+            rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_SCALE_L))
+            gl.amd.cdna4.async_copy.buffer_load_to_shared(scales.index(slot), scale_ptr, scale_offs,
+                                                          mask=(rows < valid)[:, None] & scale_real
+                                                          & (scale_offs < scale_words))
+        gl.amd.cdna4.async_copy.commit_group()
+
+    @gluon.jit
+    def _gl_halves(pair):
+        """A converted byte (a bf16 pair: low nibble, high nibble) -> the two bf16, joined."""
+        low = (pair & 0xFFFF).to(gl.int16).to(gl.bfloat16, bitcast=True)
+        high = (pair >> 16).to(gl.int16).to(gl.bfloat16, bitcast=True)
+        return gl.join(low, high)
+
+    @gluon.jit
+    def _gl_values(words, vscale, p, acc):
+        """acc (4, 16, 128) += p (4, 16, 32) @ V: words (128 tokens, 16 blocks) int32 is word q
+        of each block (bytes 16c + 4q .. + 3, dims 32c + 8q .. + 7) in the V-read layout,
+        vscale its token's block scale as a float32 exponent field; converted here, in
+        registers, right before the MFMA. The accumulator's column n' = nibble * 64 + byte *
+        16 + c holds dim 32c + 8q + 2 byte + nibble (_gl_write undoes it)."""
+        words = gl.convert_layout(words, vscale.type.layout, assert_trivial=True)
+        r0, r1, r2, r3 = gl.inline_asm_elementwise(GFX950_WORD_PAIRS, "=&v,=&v,=&v,=v,v,v", [words, vscale],
+                                                   dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True,
+                                                   pack=1)
+        v = gl.join(gl.join(_gl_halves(r0), _gl_halves(r1)), gl.join(_gl_halves(r2), _gl_halves(r3)))
+        # (token = 64h + 16w + 4g + r, c, nibble, byte bit 0, byte bit 1) -> (w, 8g + 4h + r, n')
+        v = gl.reshape(v, [2, 4, 4, 4, 16, 2, 2, 2])
+        v = gl.reshape(gl.permute(v, [1, 2, 0, 3, 5, 7, 6, 4]), [4, 32, GL_OUT_DIMS])
+        return gl.amd.cdna4.mfma(p, gl.convert_layout(v, GL_V_B), acc)
+
+    @gluon.jit
+    def _gl_tiles(m_ref, q_ops, ring, views, kv_ptr, scale_ptr, offsets, lo, hi, rows_end, kv_row_stride,
+                  scale_row_words, scale_words, qk_scale_log2, BLOCK_N: gl.constexpr):
+        """Tiles [lo, hi) of one sequence, tiles 0 and 1 already copied -> per warp and head
+        (m_ref, m_true, l) (4, 16) and the accumulator's 4 chunks (4, 16, 128). m_ref: the
+        reference p is taken against (-inf: the first valid tile's maximum), m_true: the
+        largest score seen."""
+        ks_l: gl.constexpr = gl.amd.cdna4.get_mfma_scale_layout(GL_K_B, [BLOCK_N, 16])
+        ksr_l: gl.constexpr = gl.amd.cdna4.get_mfma_scale_layout(GL_K_B, [BLOCK_N, 4])
+        q8, qs, q8r, qsr = q_ops
+        codes, rope, scales = ring
+        code_words, scale_bytes = views
+        rope_block = gl.arange(0, 4, layout=gl.SliceLayout(0, ksr_l))
+        m_true = gl.full([4, NUM_HEADS_C], float("-inf"), gl.float32, GL_ROW)
+        l_i = gl.zeros([4, NUM_HEADS_C], gl.float32, GL_ROW)
+        acc0 = gl.zeros([4, NUM_HEADS_C, GL_OUT_DIMS], gl.float32, GL_MMA_V)
+        acc1 = gl.zeros([4, NUM_HEADS_C, GL_OUT_DIMS], gl.float32, GL_MMA_V)
+        acc2 = gl.zeros([4, NUM_HEADS_C, GL_OUT_DIMS], gl.float32, GL_MMA_V)
+        acc3 = gl.zeros([4, NUM_HEADS_C, GL_OUT_DIMS], gl.float32, GL_MMA_V)
+        for i in range(gl.cdiv(gl.maximum(hi - lo, 0), BLOCK_N)):
+            gl.amd.cdna4.async_copy.wait_group(1)
+            _gl_copy_tile(ring, (i + 2) % 3, kv_ptr, scale_ptr, offsets, lo + (i + 2) * BLOCK_N, rows_end,
+                          kv_row_stride, scale_row_words, scale_words, BLOCK_N)
+            slot = i % 3
+            k = gl.amd.cdna4.async_copy.load_shared_relaxed(codes.index(slot).permute([1, 0]), GL_K_B)
+            ks = gl.amd.cdna4.async_copy.load_shared_relaxed(scale_bytes.index(slot).slice(0, 16, 1), ks_l)
+            kr = gl.amd.cdna4.async_copy.load_shared_relaxed(rope.index(slot).permute([1, 0]), GL_K_B)
+            ksr = gl.amd.cdna4.async_copy.load_shared_relaxed(scale_bytes.index(slot).slice(16, 4, 1), ksr_l)
+            ksr = gl.where((rope_block < ROPE_C // 32)[None, :], ksr, 127)  # padding blocks: scale 1
+            s = gl.amd.cdna4.mfma_scaled(q8, qs, "e4m3", k, ks, "e2m1", gl.zeros([NUM_HEADS_C, BLOCK_N], gl.float32, GL_MMA_S))
+            s = gl.amd.cdna4.mfma_scaled(q8r, qsr, "e4m3", kr, ksr, "e2m1", s)
+            tokens = lo + i * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, GL_MMA_S))
+            s = gl.where((tokens < hi)[None, :], s, float("-inf"))
+            # (head, 64h + 16w + 4g + r) -> (w, head, 8g + 4h + r): the values' P operand, no data moved
+            s = gl.reshape(gl.permute(gl.reshape(s, [NUM_HEADS_C, 2, 4, 4, 4]), [2, 0, 3, 1, 4]), [4, NUM_HEADS_C, 32])
+            m_tile = gl.convert_layout(gl.max(s, axis=2), GL_ROW)
+            m_true = gl.maximum(m_true, m_tile)
+            m_ref = gl.where(m_ref == float("-inf"), m_tile, m_ref)
+            m_use = gl.where(m_ref == float("-inf"), 0.0, m_ref) * qk_scale_log2
+            p = gl.exp2(s * qk_scale_log2 - gl.expand_dims(gl.convert_layout(m_use, gl.SliceLayout(2, s.type.layout)), 2))
+            l_i = l_i + gl.convert_layout(gl.sum(p, axis=2), GL_ROW)
+            p = gl.convert_layout(p.to(gl.bfloat16), GL_P_A)
+            vsc = gl.amd.cdna4.async_copy.load_shared_relaxed(scale_bytes.index(slot).slice(0, 16, 1), GL_V_READ)
+            vscale = (vsc.to(gl.int32) << 23).to(gl.float32, bitcast=True)
+            words = code_words.index(slot)
+            acc0 = _gl_values(gl.amd.cdna4.async_copy.load_shared_relaxed(words.slice(0, 16, 1), GL_V_READ), vscale, p,
+                              acc0)
+            acc1 = _gl_values(gl.amd.cdna4.async_copy.load_shared_relaxed(words.slice(16, 16, 1), GL_V_READ), vscale, p,
+                              acc1)
+            acc2 = _gl_values(gl.amd.cdna4.async_copy.load_shared_relaxed(words.slice(32, 16, 1), GL_V_READ), vscale, p,
+                              acc2)
+            acc3 = _gl_values(gl.amd.cdna4.async_copy.load_shared_relaxed(words.slice(48, 16, 1), GL_V_READ), vscale, p,
+                              acc3)
+        gl.amd.cdna4.async_copy.wait_group(0)  # the copies past the range still land in the ring
+        return m_ref, m_true, l_i, (acc0, acc1, acc2, acc3)
+
+    @gluon.jit
+    def _gl_store_chunk(acc, weight, scale, ptr, base, dims, q: gl.constexpr, OUT_BF16: gl.constexpr):
+        """Chunk q of the accumulator, the four warps merged with `weight` (4, 16), times
+        `scale` (16, 1), to ptr[base + dim]."""
+        merged = gl.sum(acc * gl.expand_dims(weight, 2), axis=0) * scale
+        if OUT_BF16:
+            merged = merged.to(gl.bfloat16)
+        gl.amd.cdna4.buffer_store(merged, ptr, base + dims + 8 * q)
+
+    @gluon.jit
+    def _gl_write(m_ref, l_i, accs, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr,
+                  qk_scale_log2, MERGE: gl.constexpr):
+        """The four warps' (m_ref, l, acc) merged into the program's result, written by MERGE
+        as _write_result writes it (DIRECT: normalized bf16, NaN rows for an invalid range,
+        zeros for an empty one; COMBINE: the float32 partial, m NaN for an invalid range)."""
+        out_l: gl.constexpr = gl.SliceLayout(0, GL_MMA_V)
+        m_all = gl.max(m_ref, axis=0)
+        weight = gl.exp2((m_ref - gl.expand_dims(gl.where(m_all == float("-inf"), 0.0, m_all), 0)) * qk_scale_log2)
+        l_all = gl.sum(l_i * weight, axis=0)
+        heads = gl.arange(0, NUM_HEADS_C, layout=gl.SliceLayout(1, out_l))
+        n = gl.arange(0, GL_OUT_DIMS, layout=gl.SliceLayout(0, out_l))
+        dims = (32 * (n % 16) + 2 * ((n // 16) % 4) + n // 64)[None, :]  # column n' of chunk 0 -> its dim
+        acc0, acc1, acc2, acc3 = accs
+        if MERGE == 0:
+            l_out = gl.convert_layout(l_all, gl.SliceLayout(1, out_l))
+            norm = gl.where(range_ok, gl.where(l_out > 0, 1.0 / l_out, 0.0), float("nan"))[:, None]
+            base = seq * (NUM_HEADS_C * V_DIM_C) + heads[:, None] * V_DIM_C
+            _gl_store_chunk(acc0, weight, norm, out_ptr, base, dims, 0, True)
+            _gl_store_chunk(acc1, weight, norm, out_ptr, base, dims, 1, True)
+            _gl_store_chunk(acc2, weight, norm, out_ptr, base, dims, 2, True)
+            _gl_store_chunk(acc3, weight, norm, out_ptr, base, dims, 3, True)
+        else:
+            part = seq * num_splits + split
+            base = part * (NUM_HEADS_C * V_DIM_C) + heads[:, None] * V_DIM_C
+            one = gl.full([NUM_HEADS_C, 1], 1.0, gl.float32, out_l)
+            _gl_store_chunk(acc0, weight, one, part_acc_ptr, base, dims, 0, False)
+            _gl_store_chunk(acc1, weight, one, part_acc_ptr, base, dims, 1, False)
+            _gl_store_chunk(acc2, weight, one, part_acc_ptr, base, dims, 2, False)
+            _gl_store_chunk(acc3, weight, one, part_acc_ptr, base, dims, 3, False)
+            ml_l: gl.constexpr = gl.BlockedLayout([1], [64], [4], [0])
+            rows = part * (2 * NUM_HEADS_C) + gl.arange(0, NUM_HEADS_C, layout=ml_l)
+            gl.amd.cdna4.buffer_store(gl.convert_layout(gl.where(range_ok, m_all, float("nan")), ml_l), part_ml_ptr,
+                                      rows)
+            gl.amd.cdna4.buffer_store(gl.convert_layout(l_all, ml_l), part_ml_ptr, rows + NUM_HEADS_C)
+
+    @gluon.jit
+    def _gl_store_q(q8, qs, q8r, qsr, q8_ptr, qs_ptr, seq):
+        """Split 0's quantized Q to q8 (batch, 16, 576) / qs (batch, 16, 18), for the self-check."""
+        heads = gl.arange(0, NUM_HEADS_C, layout=gl.SliceLayout(1, GL_Q_A))[:, None]
+        dims = gl.arange(0, V_DIM_C, layout=gl.SliceLayout(0, GL_Q_A))[None, :]
+        rope_dims = gl.arange(0, 2 * ROPE_PAD_BYTES_C, layout=gl.SliceLayout(0, GL_Q_A))[None, :]
+        rows = seq * (NUM_HEADS_C * QK_DIM_C) + heads * QK_DIM_C
+        gl.amd.cdna4.buffer_store(q8.to(gl.uint8, bitcast=True), q8_ptr, rows + dims)
+        gl.amd.cdna4.buffer_store(q8r.to(gl.uint8, bitcast=True), q8_ptr, rows + V_DIM_C + rope_dims,
+                                  mask=rope_dims < ROPE_C)
+        qs_l: gl.constexpr = qs.type.layout
+        rows = seq * (NUM_HEADS_C * SCALE_COLS_C) + gl.arange(0, NUM_HEADS_C, layout=gl.SliceLayout(1, qs_l))[:, None] * SCALE_COLS_C
+        gl.amd.cdna4.buffer_store(qs, qs_ptr, rows + gl.arange(0, V_DIM_C // 32, layout=gl.SliceLayout(0, qs_l))[None, :])
+        qsr_l: gl.constexpr = qsr.type.layout
+        rows = seq * (NUM_HEADS_C * SCALE_COLS_C) + gl.arange(0, NUM_HEADS_C, layout=gl.SliceLayout(1, qsr_l))[:, None] * SCALE_COLS_C
+        blocks = gl.arange(0, 4, layout=gl.SliceLayout(0, qsr_l))[None, :]
+        gl.amd.cdna4.buffer_store(qsr, qs_ptr, rows + V_DIM_C // 32 + blocks, mask=blocks < ROPE_C // 32)
+
+    @gluon.jit(do_not_specialize=["total_kv", "num_splits", "scale_words"])
+    def _gluon_split_kernel(
+        q_ptr, kv_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr, part_acc_ptr, part_ml_ptr, q8_ptr, qs_ptr,
+        total_kv, num_splits, scale_words, q_row_stride, q_head_stride, kv_row_stride, scale_row_words, qk_scale_log2,
+        BLOCK_N: gl.constexpr, MERGE: gl.constexpr,
+    ):
+        """_mla_split_kernel's program (same grid, arguments and results; MERGE DIRECT or
+        COMBINE) in the data flow drawn above. scale_ptr: the e8m0 bytes, 4-byte aligned rows
+        of scale_row_words int32 words (>= 5), scale_words the words the buffer holds."""
+        gl.static_assert(BLOCK_N == 128, "the warp-split layouts are written for 128-token tiles")
+        gl.static_assert((MERGE == 0) | (MERGE == 1), "MERGE must be DIRECT or COMBINE")
+        split = gl.program_id(0)
+        seq = gl.program_id(1)
+        # Q's loads first, then the range, then the first two tiles' copies, then Q is quantized
+        heads = gl.arange(0, NUM_HEADS_C, layout=gl.SliceLayout(1, GL_Q_A))
+        q_rows = seq * q_row_stride + heads[:, None] * q_head_stride
+        q_nope = gl.amd.cdna4.buffer_load(q_ptr, q_rows + gl.arange(0, V_DIM_C, layout=gl.SliceLayout(0, GL_Q_A))[None, :])
+        rope_dims = gl.arange(0, 2 * ROPE_PAD_BYTES_C, layout=gl.SliceLayout(0, GL_Q_A))[None, :]
+        q_rope = gl.amd.cdna4.buffer_load(q_ptr, q_rows + V_DIM_C + rope_dims, mask=rope_dims < ROPE_C, other=0.0)
+        kv_start, kv_end = _gl_pair(kv_indptr_ptr, seq)
+        qo_start, qo_end = _gl_pair(qo_indptr_ptr, seq)
+        range_ok = (kv_start >= 0) & (kv_start <= kv_end) & (kv_end <= total_kv) & (qo_start == seq) \
+            & (qo_end == seq + 1)
+        kv_end = gl.where(range_ok, kv_end, kv_start)  # an invalid range reads nothing
+        tiles_per_split = gl.cdiv(gl.cdiv(kv_end - kv_start, BLOCK_N), num_splits)
+        lo = kv_start + split * tiles_per_split * BLOCK_N
+        hi = gl.minimum(lo + tiles_per_split * BLOCK_N, kv_end)
+        rows_end = gl.minimum(hi, total_kv)
+
+        codes = gl.allocate_shared_memory(gl.uint8, [3, BLOCK_N, 256], GL_FLAT)
+        rope = gl.allocate_shared_memory(gl.uint8, [3, BLOCK_N, ROPE_PAD_BYTES_C], GL_FLAT)
+        scales = gl.allocate_shared_memory(gl.int32, [3, BLOCK_N, 8], GL_FLAT)
+        ring = (codes, rope, scales)
+        views = (_gl_reinterpret(codes, gl.int32, [3, BLOCK_N, 64], GL_BY_WORD),
+                 _gl_reinterpret(scales, gl.uint8, [3, BLOCK_N, 32], GL_FLAT))
+        scale_words_ptr = scale_ptr.to(gl.pointer_type(gl.int32))
+        offsets = _gl_copy_offsets(kv_row_stride, scale_row_words, BLOCK_N)
+        _gl_copy_tile(ring, 0, kv_ptr, scale_words_ptr, offsets, lo, rows_end, kv_row_stride, scale_row_words,
+                      scale_words, BLOCK_N)
+        _gl_copy_tile(ring, 1, kv_ptr, scale_words_ptr, offsets, lo + BLOCK_N, rows_end, kv_row_stride,
+                      scale_row_words, scale_words, BLOCK_N)
+
+        q8, qs = _quantize_e4m3_blocks(q_nope.to(gl.float32), NUM_HEADS_C, V_DIM_C // 32)
+        q8r, qsr = _quantize_e4m3_blocks(q_rope.to(gl.float32), NUM_HEADS_C, 2 * ROPE_PAD_BYTES_C // 32)
+        q8 = gl.convert_layout(q8, GL_Q_A)
+        q8r = gl.convert_layout(q8r, GL_Q_A)
+        qs = gl.convert_layout(qs, gl.amd.cdna4.get_mfma_scale_layout(GL_Q_A, [NUM_HEADS_C, V_DIM_C // 32]))
+        qsr = gl.convert_layout(qsr, gl.amd.cdna4.get_mfma_scale_layout(GL_Q_A, [NUM_HEADS_C, 4]))
+        if split == 0:
+            _gl_store_q(q8, qs, q8r, qsr, q8_ptr, qs_ptr, seq)
+        q_ops = (q8, qs, q8r, qsr)
+
+        m_ref, m_true, l_i, accs = _gl_tiles(
+            gl.full([4, NUM_HEADS_C], float("-inf"), gl.float32, gl.SliceLayout(2, GL_MMA_V)), q_ops, ring, views,
+            kv_ptr, scale_words_ptr, offsets, lo, hi, rows_end, kv_row_stride, scale_row_words, scale_words,
+            qk_scale_log2, BLOCK_N)
+        known = m_ref != float("-inf")
+        gap = gl.where(known, (m_true - gl.where(known, m_ref, 0.0)) * qk_scale_log2, 0.0)
+        if gl.max(gl.max(gap, axis=1), axis=0) > ONCE_OVERFLOW_LOG2_C:  # again, from the true maximum
+            _gl_copy_tile(ring, 0, kv_ptr, scale_words_ptr, offsets, lo, rows_end, kv_row_stride, scale_row_words,
+                          scale_words, BLOCK_N)
+            _gl_copy_tile(ring, 1, kv_ptr, scale_words_ptr, offsets, lo + BLOCK_N, rows_end, kv_row_stride,
+                          scale_row_words, scale_words, BLOCK_N)
+            m_ref, m_true, l_i, accs = _gl_tiles(m_true, q_ops, ring, views, kv_ptr, scale_words_ptr, offsets, lo, hi,
+                                                 rows_end, kv_row_stride, scale_row_words, scale_words,
+                                                 qk_scale_log2, BLOCK_N)
+        _gl_write(m_ref, l_i, accs, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr,
+                  qk_scale_log2, MERGE)
 
 
 # =======================================================================================
@@ -1051,9 +1507,10 @@ class Variant(NamedTuple):
     num_warps: int
     num_stages: int
     split_tail: bool = False  # full tiles unmasked, then one masked tail (see _split_loop)
-    scores: int = 0  # BF16_SCORES (the converted tile in bf16 dots) or SCALED_SCORES
+    scores: int = 0  # BF16_SCORES (the converted tile in bf16 dots), SCALED_SCORES or ONCE_SCORES
     merge: int = 1  # MERGE_DIRECT, MERGE_COMBINE or MERGE_FUSED
     pdl: bool = False  # COMBINE: the combine as a programmatic dependent launch (NVIDIA sm_90+)
+    gluon: bool = False  # the ONCE family's Gluon kernel (_gluon_split_kernel, gfx950), not its twin
 
     def describe(self):
         return (f"{FAMILY_NAMES.get(self.scores, self.scores)} family, "
@@ -1061,7 +1518,8 @@ class Variant(NamedTuple):
                 f"{LAYOUT_NAMES.get(self.layout, self.layout)} layout, {self.block_n}-token tiles, "
                 f"{self.num_warps} warps, {self.num_stages} stage(s), merge {MERGE_NAMES.get(self.merge, self.merge)}"
                 f"{', unmasked full tiles + masked tail' if self.split_tail else ''}"
-                f"{', dependent launch (PDL)' if self.pdl else ''}")
+                f"{', dependent launch (PDL)' if self.pdl else ''}"
+                f"{', Gluon kernel' if self.gluon else ''}")
 
 
 _WARNED = set()
@@ -1109,6 +1567,8 @@ PORTABLE_MAX_BLOCK_N = {"cuda": 32}  # 64-token portable tiles spill 76 bytes on
 SCALED_NATIVE = {"gfx950": GFX950}
 # The BF16 family's launch a scaled plan falls back to when no scaled variant runs.
 SCALED_FALLBACK_TILE = (64, 4, 1)  # block_n, num_warps, num_stages
+# The SCALED family's launch the ONCE family falls back to (its large-case form).
+ONCE_FALLBACK_TILE = (128, 8, 2)  # block_n, num_warps, num_stages
 
 
 def pdl_capable(arch, platform):
@@ -1119,6 +1579,46 @@ def pdl_capable(arch, platform):
     return platform == "cuda" and arch.startswith("sm_") and arch[3:].isdigit() and int(arch[3:]) >= 90
 
 
+def gluon_capable(arch):
+    """The ONCE family's Gluon kernel can be offered: Triton's Gluon imports with the CDNA4
+    operations it uses (GLUON_ERROR says why not), the architecture is gfx950, and neither
+    MLA_GLUON=0 nor MLA_CONVERT=portable turns it off. A first-call tuning candidate of the
+    ONCE family (("triton", 128, 4, splits, 1, ONCE_SCORES[, merge])) then runs it first,
+    the SCALED family (ONCE_FALLBACK_TILE) after it; elsewhere the family runs its
+    standard-Triton twin."""
+    return (gl is not None and arch == "gfx950" and os.environ.get("MLA_GLUON") != "0"
+            and os.environ.get("MLA_CONVERT") != "portable")
+
+
+GLUON_INT32_BYTES = 1 << 31  # buffer offsets are 32-bit: every tensor the Gluon kernel reads or writes is smaller
+
+
+def _storage_bytes(tensor):
+    """Bytes of tensor's storage from its first element on (what a buffer at its address holds)."""
+    return tensor.untyped_storage().nbytes() - tensor.storage_offset() * tensor.element_size()
+
+
+def gluon_layout_problem(q, packed, scales, batch, num_splits):
+    """None when the Gluon kernel can read this call's tensors (uint8 views of packed and
+    scales), else why not: 16-byte aligned code and scale buffers and code rows (its copies
+    move 16 and 4 bytes per lane), scale rows of whole int32 words holding 20 bytes (it
+    copies words 0..4 of a row, the last row's too) and every buffer under 2 GB (32-bit
+    offsets). Attribute reads only."""
+    total_kv = packed.shape[0]
+    if packed.data_ptr() % 16 or packed.stride(0) % 16 or scales.data_ptr() % 16:
+        return "the MXFP4 codes or scales are not 16-byte aligned"
+    if scales.stride(0) % WORD_BYTES or scales.stride(0) < 20:
+        return f"scale rows of {scales.stride(0)} bytes (whole int32 words, at least 20, are copied)"
+    scale_bytes = _storage_bytes(scales)
+    if total_kv and (total_kv - 1) * scales.stride(0) + 20 > scale_bytes:
+        return "the scale buffer ends inside its last row's 20 bytes"
+    sizes = (_storage_bytes(packed), scale_bytes, _storage_bytes(q),
+             batch * max(num_splits, 1) * NUM_HEADS * V_HEAD_DIM * 4)
+    if max(sizes) >= GLUON_INT32_BYTES:
+        return "a buffer of 2 GB or more (32-bit buffer offsets)"
+    return None
+
+
 # Variants that failed to build, fit or launch, or failed a check, in this process.
 FAILED_VARIANTS = set()
 
@@ -1126,7 +1626,10 @@ FAILED_VARIANTS = set()
 def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_SCORES, merge=MERGE_COMBINE):
     """The split kernel's variants for one launch, in the order they are tried.
 
-    BF16 family: native conversion first (where the architecture has one), then the
+    ONCE family: on gfx950 where gluon_capable, the Gluon kernel (128-token tiles, 4 warps
+    only), else its standard-Triton twin (native conversion where SCALED_NATIVE has one);
+    then the SCALED family's order at ONCE_FALLBACK_TILE. BF16 family: native conversion
+    first (where the architecture has one), then the
     portable one with the register pin (on NVIDIA in tiles of at most 32 tokens), and on
     hip, where inline asm has failed to build before (Triton 3.6's pipeliner), the portable
     one without any asm in PLAIN_BLOCK_N-token tiles: the plainest form, slow but
@@ -1138,7 +1641,14 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_S
     the combine as a dependent launch before the same form launched plainly.
     """
     merge_after = MERGE_COMBINE if merge == MERGE_FUSED else merge
-    if scores == SCALED_SCORES:
+    if scores == ONCE_SCORES:
+        if gluon_capable(arch) and (block_n, num_warps) == (GL_BLOCK_N, GL_NUM_WARPS):
+            order = [Variant(GFX950, NATURAL, 0, block_n, num_warps, 1, False, ONCE_SCORES, gluon=True)]
+        else:
+            convert = PORTABLE if os.environ.get("MLA_CONVERT") == "portable" else SCALED_NATIVE.get(arch, PORTABLE)
+            order = [Variant(convert, NATURAL, 0, block_n, num_warps, num_stages, False, ONCE_SCORES)]
+        order += variants_for(arch, platform, *ONCE_FALLBACK_TILE, SCALED_SCORES, merge_after)
+    elif scores == SCALED_SCORES:
         convert = SCALED_NATIVE.get(arch, PORTABLE)
         if os.environ.get("MLA_CONVERT") == "portable":
             convert = PORTABLE
@@ -1199,6 +1709,9 @@ def make_launch(*fields):
         return launch._replace(merge=MERGE_DIRECT)
     if launch.merge == MERGE_DIRECT:
         return launch._replace(merge=MERGE_COMBINE)
+    if launch.merge == MERGE_FUSED and launch.scores == ONCE_SCORES:
+        _fail(ValueError, f"the once family merges several splits with the combine kernel (no FUSED form); "
+                          f"got {tuple(fields)}")
     return launch
 
 
@@ -1217,6 +1730,16 @@ def scaled_launch(batch, kv_len, num_sms):
     if batch * triton.cdiv(kv_len, 128) >= 2 * num_sms:
         return make_launch(128, 8, _splits_for(batch, kv_len, 128, num_sms), 2, SCALED_SCORES)
     return make_launch(64, 4, _splits_for(batch, kv_len, 64, num_sms), 1, SCALED_SCORES)
+
+
+def once_launch(batch, kv_len, num_sms):
+    """The ONCE family's launch: 128-token tiles and 4 warps (the Gluon kernel's form), about
+    one program per CU (its 132 KB ring of LDS tiles lets one workgroup per CU run) and at
+    least two tiles per split (the copies run two tiles ahead). A first-call tuning candidate
+    of the family is ("triton", *once_launch(...)), or the same with other split counts."""
+    tiles = max(1, triton.cdiv(kv_len, GL_BLOCK_N))
+    splits = min(_pow2_floor(triton.cdiv(num_sms, batch)), _pow2_floor(max(tiles // 2, 1)))
+    return make_launch(GL_BLOCK_N, GL_NUM_WARPS, splits, 1, ONCE_SCORES)
 
 
 def default_launch(batch, kv_len, num_sms):
@@ -1369,7 +1892,7 @@ def make_scratch(batch, num_splits, device, variants):
     """The buffers every variant in `variants` may use."""
     merges = {variant.merge for variant in variants}
     parts = batch * num_splits if merges - {MERGE_DIRECT} else 1
-    scaled = any(variant.scores == SCALED_SCORES for variant in variants)
+    scaled = any(variant.scores != BF16_SCORES for variant in variants)
 
     def buffer(count, dtype, wanted):
         return torch.zeros(count if wanted else 1, dtype=dtype, device=device)
@@ -1401,11 +1924,36 @@ def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out
     packed / scales are the uint8 views. probe: an int64 (batch * num_splits, PROBE_SLOTS)
     tensor for the split kernel's phase probes (tools/phase_probe.py), else None."""
     batch = out.shape[0]
-    shift = 2.0 ** (0 if variant.scores == SCALED_SCORES else LOG2_SHIFT[variant.convert])
+    shift = 2.0 ** (0 if variant.scores != BF16_SCORES else LOG2_SHIFT[variant.convert])
     qk_scale_log2 = sm_scale * LOG2E * shift
     value_scale = 2.0 ** LOG2_SHIFT[variant.convert]
+    if variant.gluon:
+        _launch_gluon(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2)
+    else:
+        _launch_triton(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2,
+                       value_scale, probe)
+    if variant.merge == MERGE_COMBINE:
+        _launch_kernel(_mla_combine_kernel, (batch, NUM_HEADS, V_HEAD_DIM // dims),
+                       (out, scratch.part_acc, scratch.part_ml, num_splits, qk_scale_log2, value_scale),
+                       dict(CHUNK=min(num_splits, COMBINE_MAX_CHUNK), DIMS=dims, PDL=variant.pdl, num_warps=4,
+                            **({"launch_pdl": True} if variant.pdl else {})), variant.describe())
+
+
+def _launch_gluon(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2):
+    """The ONCE family's Gluon split kernel (gluon_layout_problem must be None for these tensors)."""
     _launch_kernel(
-        _mla_split_kernel, (num_splits, batch),
+        _gluon_split_kernel, (num_splits, out.shape[0]),
+        (q, packed, scales, qo_indptr, kv_indptr, out, scratch.part_acc, scratch.part_ml, scratch.q8, scratch.qs,
+         packed.shape[0], num_splits, _storage_bytes(scales) // WORD_BYTES, q.stride(0), q.stride(1),
+         packed.stride(0), scales.stride(0) // WORD_BYTES, qk_scale_log2),
+        dict(BLOCK_N=variant.block_n, MERGE=variant.merge, num_warps=variant.num_warps), variant.describe())
+
+
+def _launch_triton(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2,
+                   value_scale, probe):
+    """_mla_split_kernel in `variant`'s form."""
+    _launch_kernel(
+        _mla_split_kernel, (num_splits, out.shape[0]),
         (q, packed, scales, qo_indptr, kv_indptr, out, scratch.part_acc, scratch.part_ml, scratch.count, scratch.q8,
          scratch.qs, scratch.count if probe is None else probe, packed.shape[0], num_splits, q.stride(0),
          q.stride(1), packed.stride(0), scales.stride(0), qk_scale_log2, value_scale),
@@ -1414,11 +1962,6 @@ def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out
              FUSED_CHUNK=fused_chunk(variant, num_splits), PDL=variant.pdl,
              PROBE=PROBE_OFF if probe is None else _probe_kind(q.device), num_warps=variant.num_warps,
              num_stages=variant.num_stages), variant.describe())
-    if variant.merge == MERGE_COMBINE:
-        _launch_kernel(_mla_combine_kernel, (batch, NUM_HEADS, V_HEAD_DIM // dims),
-                       (out, scratch.part_acc, scratch.part_ml, num_splits, qk_scale_log2, value_scale),
-                       dict(CHUNK=min(num_splits, COMBINE_MAX_CHUNK), DIMS=dims, PDL=variant.pdl, num_warps=4,
-                            **({"launch_pdl": True} if variant.pdl else {})), variant.describe())
 
 
 def _probe_kind(device):
@@ -1457,7 +2000,9 @@ def _synthetic_case(block_n, like):
     tile, laid out like the real call's (q, packed, scales) in `like` (_laid_out_like):
     what each variant is checked on before its first use. Well conditioned (block scales
     2^-4..2^0, scores of order one): with large values the softmax picks one token, and a
-    rounding difference between two equally right kernels flips which."""
+    rounding difference between two equally right kernels flips which. The scale rows are
+    as wide as the real ones (zero padding past the 18 scales): the Gluon kernel copies
+    whole words of each row, the last row's too (gluon_layout_problem)."""
     gen = torch.Generator(device="cpu").manual_seed(20261130)
     kv_len = 2 * block_n + 5
     packed = torch.randint(0, 256, (2 * kv_len, 1, PACKED_ROW_BYTES), dtype=torch.uint8, generator=gen)
@@ -1466,9 +2011,9 @@ def _synthetic_case(block_n, like):
     q_like, packed_like, scales_like = like
     device = q_like.device
     kv_indptr = torch.tensor([0, kv_len, 2 * kv_len], dtype=torch.int32, device=device)
-    return (_laid_out_like(q, q_like), _laid_out_like(packed, packed_like),
-            _laid_out_like(scales, scales_like[:, :SCALE_COLS]), torch.arange(3, dtype=torch.int32, device=device),
-            kv_indptr)
+    scales = torch.nn.functional.pad(scales, (0, scales_like.shape[1] - SCALE_COLS))
+    return (_laid_out_like(q, q_like), _laid_out_like(packed, packed_like), _laid_out_like(scales, scales_like),
+            torch.arange(3, dtype=torch.int32, device=device), kv_indptr)
 
 
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
@@ -1511,7 +2056,7 @@ def check_output(variant, q, packed, scales, kv_indptr, out, scratch, sm_scale, 
     quantize_q_reference's bit for bit. Else a line saying what disagreed."""
     index = torch.tensor(sequences, device=q.device)
     q_rows = q.index_select(0, index)
-    if variant.scores == SCALED_SCORES:
+    if variant.scores != BF16_SCORES:
         q8, qs, q_rows = quantize_q_reference(q_rows)
         written_q8 = scratch.q8.view(-1, NUM_HEADS, QK_HEAD_DIM).index_select(0, index)
         written_qs = scratch.qs.view(-1, NUM_HEADS, SCALE_COLS).index_select(0, index)
@@ -1585,6 +2130,12 @@ class _TritonPlan:
         for variant in self.variants:
             if variant in FAILED_VARIANTS:
                 continue
+            problem = variant.gluon and gluon_layout_problem(q, packed, scales, self.batch, self.launch.num_splits)
+            if problem:  # this call's tensors only: not a failure of the variant
+                self.failures.append((variant, f"not run: {problem}"))
+                _warn_once(("layout", variant, problem), f"kernel variant not run ({variant.describe()}: {problem}); "
+                                                         f"falling back to the next one")
+                continue
             try:
                 self._timed_check(variant, "self-check (synthetic input)", lambda: self_check(
                     variant, self.launch.num_splits, (q, packed, scales), self.sm_scale, self.combine_dims))
@@ -1606,6 +2157,9 @@ class _TritonPlan:
     def run(self, q, packed, scales, qo_indptr, kv_indptr):
         out = torch.empty((self.batch, NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=self.device)
         args = (q, packed.view(torch.uint8), scales.view(torch.uint8), qo_indptr, kv_indptr, out)
+        if self.variant is not None and self.variant.gluon and gluon_layout_problem(*args[:3], self.batch,
+                                                                                  self.launch.num_splits):
+            self.variant = None  # a call the Gluon kernel cannot read: the next variant, checked first
         if self.variant is None:
             self._first_run(args)
         else:
@@ -2141,7 +2695,8 @@ WIDE_BLOCK_N = {"cuda": (128,)}
 def _fused_twins(choices):
     """The FUSED-merge form of each Triton choice of several splits."""
     return [("triton", *make_launch(*choice[1:6], MERGE_FUSED)) for choice in choices
-            if choice[0] == "triton" and make_launch(*choice[1:]).num_splits > 1]
+            if choice[0] == "triton" and make_launch(*choice[1:]).num_splits > 1
+            and make_launch(*choice[1:]).scores != ONCE_SCORES]
 
 
 def _scaled_candidates(batch, kv_len, num_sms):

@@ -14,6 +14,7 @@ The failures are injected here so they run in the CPU interpreter and on a GPU:
 """
 import os
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -21,6 +22,8 @@ import triton
 import triton.language as tl
 
 import reference as ref
+from conftest import ROOT
+from test_kernel import emulated_scaled
 from submission import _bf16_bits, _bf16_halves, _quantize_e4m3_blocks, _scale_f32, _word_pairs_portable
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -476,3 +479,142 @@ def test_error_summary_names_the_reason_not_the_caret(sub):
     bare.__cause__ = triton.compiler.errors.CompilationError("at 3:4:\n    offs = tl.arange(0, 24)\n           ^",
                                                              None, None)
     assert sub.error_summary(bare) == "KernelLaunchError: CompilationError: offs = tl.arange(0, 24)"
+
+
+# --- the ONCE family: its Gluon kernel on gfx950, the SCALED family after it ------------------
+
+class _GluonBuildFails:
+    """A stand-in for the Gluon kernel whose build fails (as a compile error of a Triton
+    without the CDNA4 operations it needs would)."""
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            raise triton.errors.TritonError("forced Gluon build failure")
+        return launch
+
+
+# pretending to be an MI355X runs the gfx950 inline asm: the interpreter emulates it, a GPU cannot run it
+GFX950_IN_THE_INTERPRETER = pytest.mark.skipif(torch.cuda.is_available(), reason="gfx950 stand-in: CPU interpreter only")
+
+
+def as_gfx950(sub, monkeypatch):
+    """The dispatch and the plans answering as on an MI355X (the interpreter runs the
+    standard-Triton forms, the gfx950 inline asm emulated)."""
+    monkeypatch.setattr(sub, "_arch", lambda device: "gfx950")
+    monkeypatch.setattr(sub, "_platform", lambda device: "hip")
+    monkeypatch.setattr(sub, "gluon_capable", lambda arch: arch == "gfx950")
+
+
+def test_the_once_family_order_is_the_gluon_kernel_then_the_scaled_family(sub, monkeypatch):
+    """gfx950 with Gluon: the Gluon kernel (128-token tiles, 4 warps), then the SCALED
+    family's order at ONCE_FALLBACK_TILE; without it (or another tile, or elsewhere) the
+    standard-Triton twin first; no FUSED form of the family."""
+    monkeypatch.setattr(sub, "gluon_capable", lambda arch: arch == "gfx950")
+    once = sub.variants_for("gfx950", "hip", 128, 4, 1, sub.ONCE_SCORES, sub.MERGE_COMBINE)
+    assert once[0] == sub.Variant(sub.GFX950, sub.NATURAL, 0, 128, 4, 1, False, sub.ONCE_SCORES, sub.MERGE_COMBINE,
+                                  gluon=True)
+    assert once[1:] == sub.variants_for("gfx950", "hip", *sub.ONCE_FALLBACK_TILE, sub.SCALED_SCORES, sub.MERGE_COMBINE)
+    assert "Gluon kernel" in once[0].describe()
+    for arch, platform, block_n, convert in (("gfx950", "hip", 64, sub.GFX950), ("cpu", "cpu", 128, sub.PORTABLE),
+                                             ("sm_90", "cuda", 128, sub.PORTABLE)):
+        first = [v for v in sub.variants_for(arch, platform, block_n, 4, 1, sub.ONCE_SCORES) if not v.pdl][0]
+        assert (first.scores, first.gluon, first.convert) == (sub.ONCE_SCORES, False, convert), arch
+    monkeypatch.setattr(sub, "gluon_capable", lambda arch: False)
+    assert not sub.variants_for("gfx950", "hip", 128, 4, 1, sub.ONCE_SCORES)[0].gluon
+    with pytest.raises(ValueError, match="no FUSED form"):
+        sub.make_launch(128, 4, 4, 1, sub.ONCE_SCORES, sub.MERGE_FUSED)
+
+
+def test_gluon_capable_needs_gluon_and_gfx950(sub, monkeypatch):
+    assert sub.gluon_capable("gfx950") == (sub.gl is not None)
+    assert not sub.gluon_capable("gfx942") and not sub.gluon_capable("sm_90") and not sub.gluon_capable("cpu")
+    monkeypatch.setenv("MLA_GLUON", "0")
+    assert not sub.gluon_capable("gfx950")
+
+
+@GFX950_IN_THE_INTERPRETER
+def test_the_gluon_kernel_failing_to_build_falls_back_to_the_scaled_family(sub, monkeypatch):
+    """On gfx950 a plan of the ONCE family tries the Gluon kernel first; its build failing
+    is one warning, and the SCALED family's first form runs the same call, right."""
+    as_gfx950(sub, monkeypatch)
+    monkeypatch.setattr(sub, "_gluon_split_kernel", _GluonBuildFails())
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(2, 300): ("triton", 128, 4, 2, 1, sub.ONCE_SCORES)})
+    data = ref.generate_input(2, 1, 300, seed=57)
+    with pytest.warns(RuntimeWarning, match="kernel variant failed.*Gluon kernel.*forced Gluon build failure"):
+        out = sub.custom_kernel(data)
+    plan = the_plan(sub)
+    assert plan.variants[0].gluon and plan.failures[0][0] == plan.variants[0]
+    assert plan.variant == plan.variants[1] and plan.variant.scores == sub.SCALED_SCORES
+    assert plan.variants[0] in sub.FAILED_VARIANTS
+    assert_matches(out, data)
+
+
+@GFX950_IN_THE_INTERPRETER
+def test_a_call_the_gluon_kernel_cannot_read_runs_the_next_variant_checked(sub, monkeypatch):
+    """gluon_layout_problem: the runner's layout (16-byte aligned rows, 24-byte scale rows)
+    is readable, the trimmed one (18-byte scale rows) is not. A plan using the Gluon kernel
+    (here its twin standing in for it, so that the interpreter runs it) meets a call with
+    trimmed scales: that call runs the SCALED family, checked on it, right."""
+    as_gfx950(sub, monkeypatch)
+    twin_instead = lambda variant, *args: sub._launch_triton(variant._replace(gluon=False), *args,  # noqa: E731
+                                                             2.0 ** sub.LOG2_SHIFT[variant.convert], None)
+    monkeypatch.setattr(sub, "_launch_gluon", twin_instead)
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(2, 70): ("triton", 128, 4, 1, 1, sub.ONCE_SCORES)})
+    padded = ref.generate_input(2, 1, 70, seed=58)
+    trimmed = ref.generate_input(2, 1, 70, seed=58, scale_layout="trimmed")
+    for data, problem in ((padded, None), (trimmed, "scale rows of 18 bytes")):
+        q, packed, scales = data[0], *(t.view(torch.uint8) for t in data[1]["mxfp4"])
+        found = sub.gluon_layout_problem(q, packed, scales, 2, 1)
+        assert found == problem if problem is None else problem in found
+    out = sub.custom_kernel(padded)
+    plan = the_plan(sub)
+    assert plan.variant.gluon
+    assert_matches(out, padded)
+    with pytest.warns(RuntimeWarning, match="kernel variant not run.*scale rows of 18 bytes"):
+        out = sub.custom_kernel(trimmed)
+    assert plan.variant == plan.variants[1] and plan.variant.scores == sub.SCALED_SCORES
+    assert_matches(out, trimmed)
+
+
+def assert_matches(out, data):
+    expected = emulated_scaled(data)
+    assert bool(((out.float() - expected).abs() <= 8e-3 + 2e-2 * expected.abs()).all())
+
+
+NO_GLUON_SCRIPT = """
+import builtins, os, sys
+real_import = builtins.__import__
+
+def no_gluon(name, globals=None, locals=None, fromlist=(), level=0):
+    from_submission = (globals or {}).get("__name__") == "submission"
+    if from_submission and (name.startswith("triton.experimental.gluon")
+                            or (name == "triton.experimental" and "gluon" in (fromlist or ()))):
+        raise ImportError("this Triton has no Gluon")
+    return real_import(name, globals, locals, fromlist, level)
+
+builtins.__import__ = no_gluon
+os.environ["TRITON_INTERPRET"] = "1"
+os.environ["MLA_TUNE"] = "0"
+sys.path[:0] = ["tests", "."]
+import interpreter_shim, asm_emulation
+interpreter_shim.install(); asm_emulation.install()
+import reference as ref, submission as sub
+assert sub.gl is None and sub.gluon is None and "no Gluon" in sub.GLUON_ERROR, sub.GLUON_ERROR
+assert not sub.gluon_capable("gfx950")
+assert not any(v.gluon for v in sub.variants_for("gfx950", "hip", 128, 4, 1, sub.ONCE_SCORES))
+data = ref.generate_input(2, 1, 40, seed=60)
+ok, message = ref.check_implementation(data, sub.custom_kernel(data))
+assert ok, message
+print("ok")
+"""
+
+
+def test_a_triton_without_gluon_leaves_every_other_path_working():
+    """The Gluon import is guarded: with it failing (a subprocess in which submission's
+    import of triton.experimental.gluon raises; Triton's own lazy imports of it still
+    work), submission imports, says why, offers no Gluon kernel (the ONCE family runs its
+    twin) and a call runs right."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run([sys.executable, "-c", NO_GLUON_SCRIPT], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]

@@ -436,3 +436,33 @@ def test_the_default_kernel_times_never_touch_torch_profiler(sub, monkeypatch):
     monkeypatch.setenv("MLA_PROFILER", "1")
     with pytest.raises(ValueError, match="torch.profiler's kernel times need a GPU"):
         sub.kernel_times_us(lambda: None, CPU)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="runs gfx950 kernels: CPU interpreter only (the asm emulated)")
+def test_a_once_candidate_whose_gluon_kernel_fails_to_build_is_reported_and_not_picked(sub, monkeypatch):
+    """gfx950 (the fixture), Gluon offered: a ONCE-family candidate's plan tries the Gluon
+    kernel, whose build fails (forced), and runs the SCALED family instead on that call
+    (right: the end-to-end interpreter run); the tuner reports the candidate as fallen back
+    and times the others, whatever their speed."""
+    monkeypatch.setenv("MLA_TUNE", "1")
+    monkeypatch.setattr(sub, "_platform", lambda device: "hip")
+    monkeypatch.setattr(sub, "gluon_capable", lambda arch: arch == "gfx950")
+
+    class BuildFails:
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                raise sub.triton.errors.TritonError("forced Gluon build failure")
+            return launch
+    monkeypatch.setattr(sub, "_gluon_split_kernel", BuildFails())
+    once = ("triton", *sub.once_launch(2, 300, sub._num_sms(CPU)))
+    other = ("triton", 128, 8, 2, 2, sub.SCALED_SCORES)
+    monkeypatch.setattr(sub, "ranked_candidates", lambda *args, **kwargs: [once, other])
+    data = ref.generate_input(2, 1, 300, seed=59)
+    with pytest.warns(RuntimeWarning, match="kernel variant failed.*Gluon kernel"):
+        out = sub.custom_kernel(data)
+    entry = sub.TUNE_LOG["cases"][-1]
+    assert entry["pick"] == other
+    assert [choice for choice, _ in entry["failed"]] == [once]
+    assert "its own form failed" in entry["failed"][0][1] and "forced Gluon build failure" in entry["failed"][0][1]
+    from test_kernel import assert_matches_exact, emulated_scaled
+    assert_matches_exact(out, data, emulated_scaled(data))

@@ -62,7 +62,11 @@ VARIANT_FORMS = {
     "gfx950-natural-tail": ("GFX950", "NATURAL", 0, True, "BF16_SCORES"),
     "scaled-portable": ("PORTABLE", "NATURAL", 0, True, "SCALED_SCORES"),
     "scaled-gfx950": ("GFX950", "NATURAL", 0, True, "SCALED_SCORES"),
+    # the ONCE family's standard-Triton twin of the Gluon kernel (its 128-token tiles, FORM_BLOCK_N)
+    "once-portable": ("PORTABLE", "NATURAL", 0, False, "ONCE_SCORES"),
+    "once-gfx950": ("GFX950", "NATURAL", 0, False, "ONCE_SCORES"),
 }
+FORM_BLOCK_N = {"once-portable": 128, "once-gfx950": 128}  # the twin's token groups are the Gluon kernel's
 GPU_ONLY_ON = {"PTX_SM90": "cuda", "GFX950": "hip"}  # native asm builds on one platform only
 # On the H200 the PTX conversion in NATURAL tiles of 16 or 32 tokens gives wrong answers
 # (a GPU-only miscompile the self-check catches; the dispatch runs EVEN_ODD on sm_90), so
@@ -80,9 +84,12 @@ def force_variant(sub, monkeypatch, name):
         pytest.skip(f"{name} builds on {needs} only")
     form = (getattr(sub, convert), getattr(sub, layout), pin, split_tail, getattr(sub, family))
     min_block_n = GPU_MIN_BLOCK_N.get(name, 1) if platform != "cpu" else 1
+    merge_of = (lambda merge: sub.MERGE_COMBINE if merge == sub.MERGE_FUSED else merge) \
+        if form[4] == sub.ONCE_SCORES else (lambda merge: merge)
     monkeypatch.setattr(sub, "variants_for", lambda arch, platform, block_n, num_warps, num_stages=1, scores=0,
-                        merge=sub.MERGE_COMBINE: [sub.Variant(form[0], form[1], form[2], max(block_n, min_block_n),
-                                                              num_warps, num_stages, form[3], form[4], merge)])
+                        merge=sub.MERGE_COMBINE: [sub.Variant(
+                            form[0], form[1], form[2], FORM_BLOCK_N.get(name, max(block_n, min_block_n)), num_warps,
+                            num_stages, form[3], form[4], merge_of(merge))])
     return form
 
 
@@ -93,7 +100,7 @@ def ran(sub):
 
 
 def expected_for(sub, form, data):
-    return emulated_scaled(data) if form[4] == sub.SCALED_SCORES else ref.exact_attention(data)
+    return emulated_scaled(data) if form[4] != sub.BF16_SCORES else ref.exact_attention(data)
 
 
 @pytest.fixture(params=["natural", "even_odd"])
@@ -342,6 +349,47 @@ def test_scaled_family_on_gpu(fresh_plans, monkeypatch, batch, kv_len, seed):
     data = ref.generate_input(batch, 1, kv_len, seed)
     out = fresh_plans.custom_kernel(data)
     assert ran(fresh_plans) == form
+    assert_matches_exact(out, data, emulated_scaled(data))
+    ok, message = ref.check_implementation(data, out)
+    assert ok, message
+
+
+@pytest.mark.parametrize("name", ["once-portable", "once-gfx950"])
+def test_once_family_second_pass_when_a_later_score_dwarfs_the_first_tiles(fresh_plans, monkeypatch, name):
+    """The ONCE family takes p against each token group's first valid tile maximum and never
+    rescales in the loop; ten tokens of sequence 0's second tile with every code +6 at block
+    scale 2^5 score ~192 sum(q) above the first tile's maximum, ~4600 for a head whose Q
+    sums to 24: p = 2^(4600 sm_scale log2 e) = 2^276 would overflow float32, so the
+    program runs its tiles again from the true maximum: the output still matches float32
+    attention on its own e4m3 Q."""
+    form = force_variant(fresh_plans, monkeypatch, name)
+    data = ref.generate_input(2, 1, 300, seed=23)
+    packed, scales = data[1]["mxfp4"]
+    packed.view(torch.uint8)[200:210] = 0x77
+    scales.view(torch.uint8)[200:210, :18] = 132
+    out = fresh_plans.custom_kernel(data)
+    assert ran(fresh_plans) == form
+    expected = expected_for(fresh_plans, form, data)
+    q_deq = fresh_plans.quantize_q_reference(data[0].cpu())[2][0]
+    overflowing = q_deq.float().sum(dim=1) * 192 * data[4]["sm_scale"] * 1.4427 > 128  # p past 2^128
+    assert bool(overflowing.any())
+    assert_matches_exact(out, data, expected)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch, kv_len, seed", [LEADERBOARD[0], LEADERBOARD[2], LEADERBOARD[6]])
+def test_once_twin_on_gpu(fresh_plans, monkeypatch, batch, kv_len, seed):
+    """The ONCE family's standard-Triton twin compiled (NVIDIA: Triton emulates dot_scaled;
+    not fast, its accumulators spill: a check of the Gluon kernel's data flow, not a path the
+    dispatch takes there) in once_launch's split count, against its float32 emulation and
+    the runner's rule."""
+    form = force_variant(fresh_plans, monkeypatch, "once-portable")
+    arch = fresh_plans._arch(_device())
+    launch = fresh_plans.once_launch(batch, kv_len, fresh_plans._num_sms(_device()))
+    monkeypatch.setitem(fresh_plans.MEASURED_DISPATCH, arch, {(batch, kv_len): ("triton", *launch)})
+    data = ref.generate_input(batch, 1, kv_len, seed)
+    out = fresh_plans.custom_kernel(data)
+    assert ran(fresh_plans) == form and last_plan(fresh_plans).launch == launch
     assert_matches_exact(out, data, emulated_scaled(data))
     ok, message = ref.check_implementation(data, out)
     assert ok, message

@@ -125,3 +125,31 @@ def test_the_combine_kernel_in_half_rows(fresh_plans, monkeypatch, family):
     assert last_plan(sub).combine_dims == sub.COMBINE_DIMS_SPLIT < sub.V_HEAD_DIM
     assert bool((out[1] == 0).all())
     assert_matches_exact(out, data, expected(sub, family, data))
+
+
+@pytest.mark.parametrize("splits", [1, 2, 4])
+def test_the_once_family_merges_direct_and_combine_with_empty_single_token_and_invalid_ranges(fresh_plans,
+                                                                                              monkeypatch, splits):
+    """The ONCE family (here its standard-Triton twin, the Gluon kernel's data flow) in
+    128-token tiles: one split (DIRECT), two and four (COMBINE: splits of one tile, empty
+    splits); sequences of 300, 0, 1 and 129 tokens (a partial tile, a one-token one, an
+    empty one: zeros); then, past the plan's first call, a range running backwards and one
+    past the cache are NaN rows, the others right."""
+    sub = fresh_plans
+    use_launch(sub, monkeypatch, (4, 300), 128, splits, sub.ONCE_SCORES, sub.MERGE_COMBINE)
+    data = ref.generate_input(4, 1, 300, seed=75, kv_lens=[300, 0, 1, 129])
+    out = sub.custom_kernel(data)
+    plan = last_plan(sub)
+    assert (plan.variant.scores, plan.launch.num_splits) == (sub.ONCE_SCORES, splits)
+    assert plan.variant.merge == (sub.MERGE_DIRECT if splits == 1 else sub.MERGE_COMBINE)
+    assert bool((out[1] == 0).all())
+    assert_matches_exact(out, data, emulated_scaled(data))
+    q, kv_data, qo_indptr, kv_indptr, config = data
+    bad = kv_indptr.clone()
+    bad[2] = 150  # sequence 1 runs backwards, sequence 2 reads [150, 201)
+    out = sub.custom_kernel((q, kv_data, qo_indptr, bad, config))
+    assert bool(out[1].isnan().all()) and bool(torch.isfinite(out[[0, 2, 3]]).all())
+    past_end = kv_indptr.clone()
+    past_end[4] = 10_000
+    out = sub.custom_kernel((q, kv_data, qo_indptr, past_end, config))
+    assert bool(out[3].isnan().all()) and bool(torch.isfinite(out[:3]).all())

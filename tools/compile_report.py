@@ -22,6 +22,12 @@ per KV element (token x 576 dims), counted across the whole program (all its wav
                           before the current tile's MFMAs)
   sm90:   SASS instructions = instructions x 32 threads x warps / elements
           shared bytes      = each LDS/STS/LDSM/LDGSTS width x 32 threads x warps / elements
+  latency       = tools/isa_latency.py's counts of the build (row["latency"], the second table):
+                  global round trips on one wave's chain from the start to the first matrix
+                  instruction and per steady-state pass of the loop, the load groups per
+                  pass, bytes of global loads outstanding per CU (SM) at the loop's matrix
+                  instructions at the occupancy below, barriers per pass (gfx950 from the
+                  amdgcn text, sm90 from the SASS control words' scoreboards)
 Occupancy: gfx950 waves per SIMD = workgroups per CU x warps / 4, workgroups per CU limited
 by registers (512 per lane per SIMD, at most 8 waves per SIMD) and LDS (160 KB per CU);
 sm90 programs per SM limited by registers (65536 per SM), shared memory (228 KB per SM,
@@ -63,6 +69,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 import submission as sub  # noqa: E402
+from isa_latency import isa_latency_counts, loop_region, parse_amdgcn, sass_latency_counts  # noqa: E402
 
 # name -> (GPUTarget, architecture name in submission.py, compute units, platform)
 TARGETS = {
@@ -195,25 +202,13 @@ def kernel_variants(target_name):
     return list(seen.values())
 
 
-def _loop_body(instructions, backward_target, matrix_prefix):
-    """The (mnemonic, operands) of the main loop: of the regions closed by a backward
-    branch, the one with the most matrix instructions (mnemonics starting with
-    matrix_prefix), the largest of those (a kernel's other loops, e.g. the FUSED merge's,
-    hold none).
-
-    instructions: (position, mnemonic, operands); backward_target(mnemonic, operands,
-    position) -> the position the branch jumps back to, or None.
-    """
-    best, best_key = None, None
-    for position, mnemonic, operands in instructions:
-        target = backward_target(mnemonic, operands, position)
-        if target is None or target >= position:
-            continue
-        matrix = sum(m.startswith(matrix_prefix) for p, m, _ in instructions if target <= p <= position)
-        key = (matrix, position - target)
-        if best_key is None or key > best_key:
-            best, best_key = (target, position), key
-    return [(m, ops) for p, m, ops in instructions if best and best[0] <= p <= best[1]]
+def _loop_body(instructions, backward_target, matrix_prefix, innermost=False):
+    """The (mnemonic, operands) of the main loop (isa_latency.loop_region: of the regions
+    closed by a backward branch, the one with the most matrix instructions, the largest of
+    those -- innermost: the smallest; a kernel's other loops, e.g. the FUSED merge's, hold
+    none)."""
+    region = loop_region(instructions, backward_target, matrix_prefix, innermost)
+    return [(m, ops) for p, m, ops in instructions if region and region[0] <= p <= region[1]]
 
 
 # ---------------------------------------------------------------------------------------
@@ -295,19 +290,11 @@ def _prefetches(body):
     return wrapped_under_mfma or in_flight > 0, len(loads), in_flight
 
 
-def _amdgcn_report(asm, shared, consts, num_warps):
+def _amdgcn_report(asm, shared, consts, num_warps, innermost=False):
     field = lambda name: int((re.search(rf"\.{name}:\s+(\d+)", asm) or [0, 0])[1])  # noqa: E731
     comment = lambda name: int((re.search(rf"; {name}: (\d+)", asm) or [0, 0])[1])  # noqa: E731
     directive = lambda name: int((re.search(rf"\.amdhsa_{name}\s+(\d+)", asm) or [0, 0])[1])  # noqa: E731
-    labels, instructions = {}, []
-    for line in asm.splitlines():
-        text = line.split(";")[0].strip()
-        label = re.match(r"^(\.LBB\w+):", text)
-        if label:
-            labels[label[1]] = len(instructions)
-        elif text and not text.startswith(".") and not text.endswith(":"):
-            mnemonic, _, operands = text.partition(" ")
-            instructions.append((len(instructions), mnemonic, operands.strip()))
+    labels, instructions = parse_amdgcn(asm)
     arch_vgpr, agpr, total = comment("NumVgprs"), field("agpr_count"), field("vgpr_count")
     # .vgpr_count = arch VGPRs aligned to 4 (= .amdhsa_accum_offset) + AGPRs (module doc)
     expected_total = directive("accum_offset") + agpr if agpr else arch_vgpr
@@ -323,8 +310,9 @@ def _amdgcn_report(asm, shared, consts, num_warps):
     row["waves_per_simd"] = groups * num_warps / MI355X["simds"]
     if "BLOCK_N" not in consts:
         return row
+    row["latency"] = isa_latency_counts(asm, groups * num_warps, innermost=innermost)
     branch = lambda m, ops, pos: labels.get(ops) if m.startswith(("s_branch", "s_cbranch")) else None  # noqa: E731
-    body = _loop_body(instructions, branch, "v_mfma")
+    body = _loop_body(instructions, branch, "v_mfma", innermost)
     elements = consts["BLOCK_N"] * sub.QK_HEAD_DIM
     valu = [m for m, _ in body if m.startswith("v_") and not m.startswith("v_mfma")]
     mfma = Counter(_mfma_kind(m, ops) for m, ops in body if m.startswith("v_mfma"))
@@ -407,6 +395,8 @@ def _sass_report(compiled, consts, num_warps):
                                      min(warps_by_regs, H200["max_warps"]) // num_warps)
     if "BLOCK_N" not in consts:
         return row
+    if regs:
+        row["latency"] = sass_latency_counts(sass, row["programs_per_sm"] * num_warps)
     body = [m for m, _ in _loop_body(instructions, branch, "HMMA")]
     elements = consts["BLOCK_N"] * sub.QK_HEAD_DIM
     smem = Counter(m for m in body if _shared_bytes_per_thread(m))
@@ -544,11 +534,92 @@ def case_rows(target_name, variant_rows):
     return rows
 
 
+# ---------------------------------------------------------------------------------------
+# the ONCE family's Gluon kernel (gfx950 only): its own rows
+# ---------------------------------------------------------------------------------------
+# Rows "gluon": submission._gluon_split_kernel built for gfx950 in each merge it has (DIRECT,
+# COMBINE), analysed like a split-kernel variant with its innermost tile loop as the main loop
+# (the kernel runs its tile loop a second time after a rare overflow, and the loop's masked
+# copies of a last partial tile sit on a second back-edge), plus the memory instructions
+# outside buffer operations (global_*, flat_*, scratch_*: there must be none) and whether the
+# first tile's copy is issued before Q is quantized (the first v_cvt_scalef32_pk_fp8_f32). Rows
+# "case" with role "gluon": the bound of each leaderboard case in submission.once_launch's
+# split count.
+GLUON_SIGNATURE = {"q_ptr": "*bf16", "kv_ptr": "*u8", "scale_ptr": "*u8", "qo_indptr_ptr": "*i32",
+                   "kv_indptr_ptr": "*i32", "out_ptr": "*bf16", "part_acc_ptr": "*fp32", "part_ml_ptr": "*fp32",
+                   "q8_ptr": "*u8", "qs_ptr": "*u8", "total_kv": "i32", "num_splits": "i32", "scale_words": "i32",
+                   "q_row_stride": "i32", "q_head_stride": "i32", "kv_row_stride": "i32", "scale_row_words": "i32",
+                   "qk_scale_log2": "fp32"}
+NON_BUFFER_MEMORY = ("global_", "flat_", "scratch_")
+
+
+def isa_memory_facts(asm):
+    """(the mnemonics of memory instructions outside buffer operations, whether the first
+    global -> LDS copy comes before the first fp32 -> fp8 conversion of Q)."""
+    _, instructions = parse_amdgcn(asm)
+    outside = sorted({m for _, m, _ in instructions if m.startswith(NON_BUFFER_MEMORY)})
+    first_copy = next((p for p, m, ops in instructions if m.startswith("buffer_load") and re.search(r"\blds\b", ops)),
+                      None)
+    first_quantize = next((p for p, m, _ in instructions if m.startswith("v_cvt_scalef32_pk_fp8_f32")), None)
+    return outside, first_copy is not None and first_quantize is not None and first_copy < first_quantize
+
+
+def compile_gluon(merge) -> dict:
+    """One "gluon" row: _gluon_split_kernel for gfx950 in merge `merge`."""
+    consts = {"BLOCK_N": sub.GL_BLOCK_N, "MERGE": merge}
+    row = {"row": "gluon", "target": "gfx950", "triton": triton.__version__, "kernel": "_gluon_split_kernel",
+           "family": sub.FAMILY_NAMES[sub.ONCE_SCORES], "convert": sub.CONVERT_NAMES[sub.GFX950],
+           "num_warps": sub.GL_NUM_WARPS, "num_stages": 1, **consts}
+    if sub.gl is None:
+        return {**row, "error": f"Gluon unavailable: {sub.GLUON_ERROR}"}
+    from triton.experimental.gluon._runtime import GluonASTSource
+    fn = sub._gluon_split_kernel
+    try:
+        compiled = triton.compile(GluonASTSource(fn=fn, signature=GLUON_SIGNATURE, constexprs=consts,
+                                                 attrs=_attrs(fn, GLUON_SIGNATURE, "hip")),
+                                  target=TARGETS["gfx950"][0], options={"num_warps": sub.GL_NUM_WARPS})
+    except Exception as exc:  # noqa: BLE001 - a failed build is a row, reported and tested
+        return {**row, "error": f"{type(exc).__name__}: {exc}"[-2000:]}
+    asm = compiled.asm["amdgcn"]
+    row.update(_amdgcn_report(asm, compiled.metadata.shared, consts, sub.GL_NUM_WARPS, innermost=True))
+    row["memory_ops_outside_buffers"], row["first_copy_before_q_quantized"] = isa_memory_facts(asm)
+    return row
+
+
+def gluon_case_rows(gluon_rows):
+    """Per leaderboard case the Gluon kernel's bound in once_launch's split count (its merge's build)."""
+    rows = []
+    for batch, kv_len in LEADERBOARD_CASES:
+        launch = sub.once_launch(batch, kv_len, MI355X["units"])
+        built = [r for r in gluon_rows if r["MERGE"] == launch.merge and "error" not in r]
+        row = {"row": "case", "target": "gfx950", "triton": triton.__version__, "batch": batch, "kv_len": kv_len,
+               "role": "gluon", "choice": ["triton", *launch], "kernel": "_gluon_split_kernel",
+               "family": sub.FAMILY_NAMES[sub.ONCE_SCORES], "convert": sub.CONVERT_NAMES[sub.GFX950],
+               "BLOCK_N": launch.block_n, "num_warps": launch.num_warps, "num_stages": launch.num_stages,
+               "num_splits": launch.num_splits, "merge": sub.MERGE_NAMES[launch.merge], "MERGE": launch.merge,
+               "launches": 2 if launch.merge == sub.MERGE_COMBINE else 1, "pdl": False,
+               "elements_per_unit": batch * kv_len * sub.QK_HEAD_DIM / MI355X["units"]}
+        if built and built[0].get("clocks_per_element"):
+            clocks = built[0]["clocks_per_element"]
+            limiter = max(clocks, key=clocks.get)
+            row.update(clocks_per_element=clocks, limiter=limiter,
+                       bound_us=round(clocks[limiter] * row["elements_per_unit"] / MI355X["clock_hz"] * 1e6, 2),
+                       hbm_us=round(clocks["hbm"] * row["elements_per_unit"] / MI355X["clock_hz"] * 1e6, 2),
+                       waves_per_simd=built[0].get("waves_per_simd"), spills=built[0]["spills"])
+        else:
+            row["error"] = built[0].get("error", "no loop") if built else "gluon kernel not built"
+        rows.append(row)
+    return rows
+
+
 def report(target_names) -> list:
     rows = []
     for name in target_names:
         variants = [compile_one(name, *variant) for variant in kernel_variants(name)]
         rows += variants + case_rows(name, variants)
+        if name == "gfx950":
+            gluon_rows = [compile_gluon(merge) for merge in (sub.MERGE_DIRECT, sub.MERGE_COMBINE)]
+            rows += gluon_rows + gluon_case_rows(gluon_rows)
     return rows
 
 
@@ -556,7 +627,7 @@ MERGE_SHORT = {sub.MERGE_DIRECT: "dir", sub.MERGE_COMBINE: "cmb", sub.MERGE_FUSE
 
 
 def print_rows(rows):
-    variants = [r for r in rows if r["row"] == "variant"]
+    variants = [r for r in rows if r["row"] in ("variant", "gluon")]
     print(f"{'target':<7} {'triton':<6} {'kernel':<31} {'convert':<9} {'BN':>3} {'pin':>3} {'mrg':>3} "
           f"{'warps':>5} {'stg':>3} {'regs':>14} {'spills':>6} {'LDS/shm':>7} {'occ':>4} {'mma':>4} "
           f"{'loop/el':>7} {'LDS B/el':>8} {'MFMA/4':>7} {'pf':>3}  matrix per wave per tile")
@@ -583,6 +654,11 @@ def print_rows(rows):
     print("\nloop/el: gfx950 VALU lane-ops, sm90 SASS thread-instructions per KV element; LDS B/el: LDS (sm90: "
           "shared) bytes per element; MFMA/4: MFMA SIMD cycles per element / 4 SIMDs; occ: waves per SIMD "
           "(gfx950), programs per SM (sm90); pf: next tile's loads issued before the MFMAs")
+    print_latency_rows(variants)
+    for r in (r for r in variants if r["row"] == "gluon" and "error" not in r):
+        print(f"gluon {MERGE_SHORT[r['MERGE']]}: memory instructions outside buffer operations: "
+              f"{', '.join(r['memory_ops_outside_buffers']) or 'none'}; first tile's copy before Q is quantized: "
+              f"{'yes' if r['first_copy_before_q_quantized'] else 'no'}")
     cases = [r for r in rows if r["row"] == "case"]
     for target in dict.fromkeys(r["target"] for r in cases):
         machine = "MI355X, a prediction" if target == "gfx950" else "H200"
@@ -606,6 +682,38 @@ def print_rows(rows):
             print(line)
 
 
+def latency_line(counts):
+    """The latency columns of one split-kernel build (isa_latency's counts)."""
+    head = f"{counts['round_trips_to_first_mma']:>6} {counts.get('round_trips_to_first_mma_kernargs_uncached', '-'):>4}"
+    if "round_trips_per_tile" not in counts:
+        return f"{head} (no loop)"
+    return (f"{head} {counts['round_trips_per_tile']:>8} {counts['load_groups_per_tile']:>6} "
+            f"{counts['bytes_in_flight_per_unit'] / 1024:>9.1f} {counts['max_bytes_in_flight_per_unit'] / 1024:>7.1f} "
+            f"{counts['load_bytes_per_tile_per_unit'] / 1024:>8.1f} {counts['barriers_per_tile']:>5}")
+
+
+def print_latency_rows(variants):
+    """The split kernels' latency counts (tools/isa_latency.py defines them)."""
+    print(f"\nlatency counts per split-kernel build (tools/isa_latency.py): round trips (RT) of global memory "
+          f"on one wave's chain, bytes of global loads outstanding per CU (sm90: SM) at the loop's matrix "
+          f"instructions")
+    print(f"{'target':<7} {'kernel':<24} {'convert':<9} {'BN':>3} {'mrg':>3} {'warps':>5} {'stg':>3} {'occ':>4} "
+          f"{'RT>mma':>6} {'+arg':>4} {'RT/tile':>8} {'groups':>6} {'flight KB':>9} {'max KB':>7} {'tile KB':>8} "
+          f"{'bar':>5}")
+    for r in variants:
+        if "latency" not in r:
+            continue
+        kernel = r["kernel"] + f":{r['family']}" + (":pdl" if r.get("PDL") else "")
+        occupancy = r.get("waves_per_simd") if r["target"] == "gfx950" else r.get("programs_per_sm")
+        print(f"{r['target']:<7} {kernel:<24} {r['convert']:<9} {r['BLOCK_N']:>3} {MERGE_SHORT[r['MERGE']]:>3} "
+              f"{r['num_warps']:>5} {r['num_stages']:>3} {occupancy:>4} {latency_line(r['latency'])}")
+    print("RT>mma: round trips from the program's start to its first matrix instruction (+arg: with every scalar "
+          "load of a kernel argument one too); RT/tile: per steady-state pass of the main loop; groups: distinct "
+          "issue times of one pass's global loads (1 = issued together); flight KB: average outstanding at the "
+          "loop's matrix instructions per CU (SM) at the occupancy (occ: waves per SIMD, programs per SM), max KB "
+          "the largest; tile KB: global-load bytes the CU's waves issue per pass; bar: barriers per pass")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", choices=[*TARGETS, "all"], default="all")
@@ -615,7 +723,9 @@ def main():
     print_rows(rows)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
-    return 1 if any("error" in r for r in rows if r["row"] == "variant") else 0
+    failed = [r for r in rows if r["row"] in ("variant", "gluon") and "error" in r
+              and not r["error"].startswith("Gluon unavailable")]
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ KERNEL = ["tests/test_kernel.py", "-k"]
 CONVERSIONS = ["tests/test_conversions.py", "-k"]
 FALLBACK = ["tests/test_fallback.py", "-k"]
 AITER_Q8 = ["tests/test_aiter_glue.py", "-k"]
+COMPILE = ["tests/test_compile_targets.py", "-k"]
 
 MUTATIONS = [
     # --- each conversion: value, sign, scale exponent, byte select, special scale bytes ---
@@ -328,6 +329,54 @@ MUTATIONS = [
     mutation("aiter plan: metadata reused after an in-place change of kv_indptr",
              "return ref() is kv_indptr and kv_indptr._version == version", "return ref() is kv_indptr",
              AITER_Q8 + ["rebuilt_when_lengths"]),
+    # --- the latency counter of the compile report (tools/isa_latency.py) ---
+    mutation("latency: a wait drains every outstanding load (vmcnt(N) read as vmcnt(0))",
+             "        while len(pending) > keep:\n", "        while len(pending) > 0:\n",
+             ["tests/test_isa_latency.py", "-k", "two_stage_loop or depbar"], path="tools/isa_latency.py"),
+    mutation("latency: the first pass (empty queues) averaged in: an earlier pass's loads undercounted",
+             "MEASURED_PASSES = 12  #", "MEASURED_PASSES = 16  #",
+             ["tests/test_isa_latency.py", "-k", "earlier_passes"], path="tools/isa_latency.py"),
+    mutation("latency: loads issued after a wait share the earlier round trip (no clock advance)",
+             "            self.clock = max(self.clock, pending.popleft()[0])",
+             "            pending.popleft()", ["tests/test_isa_latency.py", "-k", "round_trip or scoreboards"],
+             path="tools/isa_latency.py"),
+    # --- the ONCE family: its Gluon kernel (AOT for gfx950) and its standard-Triton twin ---
+    mutation("gluon: an indptr read through a plain global load",
+             "        both = gl.amd.cdna4.buffer_load(ptr, first + idx)\n",
+             "        both = gl.load(ptr + first + idx)\n", COMPILE + ["buffer_operations"]),
+    mutation("gluon: the ring waits for every copy (no tile in flight at the MFMAs)",
+             "            gl.amd.cdna4.async_copy.wait_group(1)\n", "            gl.amd.cdna4.async_copy.wait_group(0)\n",
+             COMPILE + ["issue25"]),
+    mutation("gluon: the first tile's copy waits for Q's quantization",
+             "        _gl_copy_tile(ring, 0, kv_ptr, scale_words_ptr, offsets, lo, rows_end, kv_row_stride, scale_row_words,\n"
+             "                      scale_words, BLOCK_N)\n        _gl_copy_tile(ring, 1,",
+             "        q_first = _quantize_e4m3_blocks(q_nope.to(gl.float32), NUM_HEADS_C, V_DIM_C // 32)[0]\n"
+             "        lo_after_q = lo + (gl.min(gl.min(q_first.to(gl.float32), axis=1), axis=0) * 0.0).to(gl.int32)\n"
+             "        _gl_copy_tile(ring, 0, kv_ptr, scale_words_ptr, offsets, lo_after_q, rows_end, kv_row_stride,\n"
+             "                      scale_row_words, scale_words, BLOCK_N)\n        _gl_copy_tile(ring, 1,",
+             COMPILE + ["issue25"]),
+    mutation("once twin: no second pass when a score dwarfs the first tile's reference",
+             "    if tl.max(tl.max(gap, axis=1), axis=0) > ONCE_OVERFLOW_LOG2_C:",
+             "    if tl.max(tl.max(gap, axis=1), axis=0) > 1e30:", KERNEL + ["second_pass and once-portable"]),
+    mutation("once twin: the groups merged without their references' weights",
+             "    weight = tl.exp2((m_ref - tl.where(m_all == float(\"-inf\"), 0.0, m_all)[None, :]) * qk_scale_log2)",
+             "    weight = tl.exp2(tl.zeros_like(m_ref))", KERNEL + ["every_variant and once-portable and 300"]),
+    mutation("once twin: the words of V assembled big-endian",
+             "<< (8 * tl.arange(0, 4))[None, None, :]", "<< (24 - 8 * tl.arange(0, 4))[None, None, :]",
+             KERNEL + ["every_variant and once-portable and 64"]),
+    mutation("once twin: a tail token's score not masked",
+             "    scores = tl.where(tl.trans(rows_ok), scores, float(\"-inf\"))\n", "",
+             KERNEL + ["every_variant and once-portable and 129"]),
+    mutation("variants_for: the Gluon kernel offered with no fallback after it",
+             "        order += variants_for(arch, platform, *ONCE_FALLBACK_TILE, SCALED_SCORES, merge_after)\n", "",
+             FALLBACK + ["gluon_kernel_failing"]),
+    mutation("gluon: the import unguarded (a Triton without Gluon breaks the file)",
+             "    except Exception as exc:  # noqa: BLE001 - any failure means no Gluon kernel",
+             "    except AttributeError as exc:  # noqa: BLE001 - any failure means no Gluon kernel",
+             FALLBACK + ["without_gluon"]),
+    mutation("plan: a call the Gluon kernel cannot read still runs it",
+             "            self.variant = None  # a call the Gluon kernel cannot read", "            pass  # a call the Gluon kernel cannot read",
+             FALLBACK + ["cannot_read"]),
     # --- the runner's gates ---
     mutation("gate: a disallowed module through __import__", "from task import input_t, output_t",
              "from task import input_t, output_t\n_np = __import__(\"numpy\")", ["tests/test_submission_gates.py"]),
