@@ -107,6 +107,12 @@ def test_on_gfx950_every_family_and_merge_is_a_candidate(sub, monkeypatch, case)
         assert any(l.merge == sub.MERGE_DIRECT and l.scores == sub.SCALED_SCORES for l in launches)
     assert sum(l.scores == sub.BF16_SCORES for l in launches) == 1
     assert ("aiter",) in ranked
+    once = ("triton", *sub.once_launch(batch, kv_len, 256))
+    assert (once in ranked) == sub.gluon_capable("gfx950")
+    with monkeypatch.context() as without_gluon:  # a Triton without Gluon: no ONCE candidate
+        without_gluon.setattr(sub, "gl", None)
+        assert not any(launch_of(sub, c).scores == sub.ONCE_SCORES
+                       for c in sub.ranked_candidates(batch, kv_len, CPU) if c[0] == "triton")
     assert not any(l.merge == sub.MERGE_FUSED for l in launches)
     _, withheld = sub.candidate_groups(batch, kv_len, CPU)
     if predicted.num_splits > 1:
