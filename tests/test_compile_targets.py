@@ -100,6 +100,23 @@ def test_every_variant_builds_without_spills(rows, target):
             assert r["matrix_ops"] > 0 and ("v_mfma" in kinds if target == "gfx950" else "mma" in kinds), r
 
 
+@pytest.mark.parametrize("target", ["gfx950", "sm90"])
+def test_every_split_build_has_latency_counts(rows, target):
+    """tools/isa_latency.py's counts for every split-kernel build (issue 24's instruments):
+    a chain to the first matrix instruction of at least the index's and the tile's round
+    trips, a main loop with loads and matrix instructions; on gfx950 uncached kernel
+    arguments can only lengthen the chain."""
+    splits = [r for r in variants(rows, target) if r["kernel"] == "_mla_split_kernel" and "error" not in r]
+    assert splits
+    for r in splits:
+        counts = r["latency"]
+        assert counts["round_trips_to_first_mma"] >= 2, r
+        assert counts["loads_per_tile"] > 0 and counts["mma_per_tile"] > 0, r
+        assert 0 <= counts["bytes_in_flight_per_unit"] <= counts["max_bytes_in_flight_per_unit"], r
+        if target == "gfx950":
+            assert counts["round_trips_to_first_mma_kernargs_uncached"] >= counts["round_trips_to_first_mma"], r
+
+
 @pytest.mark.parametrize("target, native", [("gfx950", "gfx950"), ("sm90", "ptx-sm90")])
 def test_the_fallback_order_is_built_native_first(rows, target, native):
     converts = [r["convert"] for r in variants(rows, target) if r.get("family") == "bf16"]

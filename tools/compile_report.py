@@ -22,6 +22,12 @@ per KV element (token x 576 dims), counted across the whole program (all its wav
                           before the current tile's MFMAs)
   sm90:   SASS instructions = instructions x 32 threads x warps / elements
           shared bytes      = each LDS/STS/LDSM/LDGSTS width x 32 threads x warps / elements
+  latency       = tools/isa_latency.py's counts of the build (row["latency"], the second table):
+                  global round trips on one wave's chain from the start to the first matrix
+                  instruction and per steady-state pass of the loop, the load groups per
+                  pass, bytes of global loads outstanding per CU (SM) at the loop's matrix
+                  instructions at the occupancy below, barriers per pass (gfx950 from the
+                  amdgcn text, sm90 from the SASS control words' scoreboards)
 Occupancy: gfx950 waves per SIMD = workgroups per CU x warps / 4, workgroups per CU limited
 by registers (512 per lane per SIMD, at most 8 waves per SIMD) and LDS (160 KB per CU);
 sm90 programs per SM limited by registers (65536 per SM), shared memory (228 KB per SM,
@@ -63,6 +69,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 import submission as sub  # noqa: E402
+from isa_latency import isa_latency_counts, loop_region, parse_amdgcn, sass_latency_counts  # noqa: E402
 
 # name -> (GPUTarget, architecture name in submission.py, compute units, platform)
 TARGETS = {
@@ -196,24 +203,11 @@ def kernel_variants(target_name):
 
 
 def _loop_body(instructions, backward_target, matrix_prefix):
-    """The (mnemonic, operands) of the main loop: of the regions closed by a backward
-    branch, the one with the most matrix instructions (mnemonics starting with
-    matrix_prefix), the largest of those (a kernel's other loops, e.g. the FUSED merge's,
-    hold none).
-
-    instructions: (position, mnemonic, operands); backward_target(mnemonic, operands,
-    position) -> the position the branch jumps back to, or None.
-    """
-    best, best_key = None, None
-    for position, mnemonic, operands in instructions:
-        target = backward_target(mnemonic, operands, position)
-        if target is None or target >= position:
-            continue
-        matrix = sum(m.startswith(matrix_prefix) for p, m, _ in instructions if target <= p <= position)
-        key = (matrix, position - target)
-        if best_key is None or key > best_key:
-            best, best_key = (target, position), key
-    return [(m, ops) for p, m, ops in instructions if best and best[0] <= p <= best[1]]
+    """The (mnemonic, operands) of the main loop (isa_latency.loop_region: of the regions
+    closed by a backward branch, the one with the most matrix instructions, the largest of
+    those; a kernel's other loops, e.g. the FUSED merge's, hold none)."""
+    region = loop_region(instructions, backward_target, matrix_prefix)
+    return [(m, ops) for p, m, ops in instructions if region and region[0] <= p <= region[1]]
 
 
 # ---------------------------------------------------------------------------------------
@@ -299,15 +293,7 @@ def _amdgcn_report(asm, shared, consts, num_warps):
     field = lambda name: int((re.search(rf"\.{name}:\s+(\d+)", asm) or [0, 0])[1])  # noqa: E731
     comment = lambda name: int((re.search(rf"; {name}: (\d+)", asm) or [0, 0])[1])  # noqa: E731
     directive = lambda name: int((re.search(rf"\.amdhsa_{name}\s+(\d+)", asm) or [0, 0])[1])  # noqa: E731
-    labels, instructions = {}, []
-    for line in asm.splitlines():
-        text = line.split(";")[0].strip()
-        label = re.match(r"^(\.LBB\w+):", text)
-        if label:
-            labels[label[1]] = len(instructions)
-        elif text and not text.startswith(".") and not text.endswith(":"):
-            mnemonic, _, operands = text.partition(" ")
-            instructions.append((len(instructions), mnemonic, operands.strip()))
+    labels, instructions = parse_amdgcn(asm)
     arch_vgpr, agpr, total = comment("NumVgprs"), field("agpr_count"), field("vgpr_count")
     # .vgpr_count = arch VGPRs aligned to 4 (= .amdhsa_accum_offset) + AGPRs (module doc)
     expected_total = directive("accum_offset") + agpr if agpr else arch_vgpr
@@ -323,6 +309,7 @@ def _amdgcn_report(asm, shared, consts, num_warps):
     row["waves_per_simd"] = groups * num_warps / MI355X["simds"]
     if "BLOCK_N" not in consts:
         return row
+    row["latency"] = isa_latency_counts(asm, groups * num_warps)
     branch = lambda m, ops, pos: labels.get(ops) if m.startswith(("s_branch", "s_cbranch")) else None  # noqa: E731
     body = _loop_body(instructions, branch, "v_mfma")
     elements = consts["BLOCK_N"] * sub.QK_HEAD_DIM
@@ -407,6 +394,8 @@ def _sass_report(compiled, consts, num_warps):
                                      min(warps_by_regs, H200["max_warps"]) // num_warps)
     if "BLOCK_N" not in consts:
         return row
+    if regs:
+        row["latency"] = sass_latency_counts(sass, row["programs_per_sm"] * num_warps)
     body = [m for m, _ in _loop_body(instructions, branch, "HMMA")]
     elements = consts["BLOCK_N"] * sub.QK_HEAD_DIM
     smem = Counter(m for m in body if _shared_bytes_per_thread(m))
@@ -583,6 +572,7 @@ def print_rows(rows):
     print("\nloop/el: gfx950 VALU lane-ops, sm90 SASS thread-instructions per KV element; LDS B/el: LDS (sm90: "
           "shared) bytes per element; MFMA/4: MFMA SIMD cycles per element / 4 SIMDs; occ: waves per SIMD "
           "(gfx950), programs per SM (sm90); pf: next tile's loads issued before the MFMAs")
+    print_latency_rows(variants)
     cases = [r for r in rows if r["row"] == "case"]
     for target in dict.fromkeys(r["target"] for r in cases):
         machine = "MI355X, a prediction" if target == "gfx950" else "H200"
@@ -604,6 +594,38 @@ def print_rows(rows):
             if "measured_us" in r:
                 line += f" {r['measured_us']:>9.1f} {r['measured_over_bound']:>6.2f}"
             print(line)
+
+
+def latency_line(counts):
+    """The latency columns of one split-kernel build (isa_latency's counts)."""
+    head = f"{counts['round_trips_to_first_mma']:>6} {counts.get('round_trips_to_first_mma_kernargs_uncached', '-'):>4}"
+    if "round_trips_per_tile" not in counts:
+        return f"{head} (no loop)"
+    return (f"{head} {counts['round_trips_per_tile']:>8} {counts['load_groups_per_tile']:>6} "
+            f"{counts['bytes_in_flight_per_unit'] / 1024:>9.1f} {counts['max_bytes_in_flight_per_unit'] / 1024:>7.1f} "
+            f"{counts['load_bytes_per_tile_per_unit'] / 1024:>8.1f} {counts['barriers_per_tile']:>5}")
+
+
+def print_latency_rows(variants):
+    """The split kernels' latency counts (tools/isa_latency.py defines them)."""
+    print(f"\nlatency counts per split-kernel build (tools/isa_latency.py): round trips (RT) of global memory "
+          f"on one wave's chain, bytes of global loads outstanding per CU (sm90: SM) at the loop's matrix "
+          f"instructions")
+    print(f"{'target':<7} {'kernel':<24} {'convert':<9} {'BN':>3} {'mrg':>3} {'warps':>5} {'stg':>3} {'occ':>4} "
+          f"{'RT>mma':>6} {'+arg':>4} {'RT/tile':>8} {'groups':>6} {'flight KB':>9} {'max KB':>7} {'tile KB':>8} "
+          f"{'bar':>5}")
+    for r in variants:
+        if "latency" not in r:
+            continue
+        kernel = r["kernel"] + f":{r['family']}" + (":pdl" if r.get("PDL") else "")
+        occupancy = r.get("waves_per_simd") if r["target"] == "gfx950" else r.get("programs_per_sm")
+        print(f"{r['target']:<7} {kernel:<24} {r['convert']:<9} {r['BLOCK_N']:>3} {MERGE_SHORT[r['MERGE']]:>3} "
+              f"{r['num_warps']:>5} {r['num_stages']:>3} {occupancy:>4} {latency_line(r['latency'])}")
+    print("RT>mma: round trips from the program's start to its first matrix instruction (+arg: with every scalar "
+          "load of a kernel argument one too); RT/tile: per steady-state pass of the main loop; groups: distinct "
+          "issue times of one pass's global loads (1 = issued together); flight KB: average outstanding at the "
+          "loop's matrix instructions per CU (SM) at the occupancy (occ: waves per SIMD, programs per SM), max KB "
+          "the largest; tile KB: global-load bytes the CU's waves issue per pass; bar: barriers per pass")
 
 
 def main():

@@ -275,6 +275,17 @@ MUTATIONS = [
     mutation("aiter plan: metadata reused after an in-place change of kv_indptr",
              "return ref() is kv_indptr and kv_indptr._version == version", "return ref() is kv_indptr",
              AITER_Q8 + ["rebuilt_when_lengths"]),
+    # --- the latency counter of the compile report (tools/isa_latency.py) ---
+    mutation("latency: a wait drains every outstanding load (vmcnt(N) read as vmcnt(0))",
+             "        while len(pending) > keep:\n", "        while len(pending) > 0:\n",
+             ["tests/test_isa_latency.py", "-k", "two_stage_loop or depbar"], path="tools/isa_latency.py"),
+    mutation("latency: the first pass (empty queues) averaged in: an earlier pass's loads undercounted",
+             "MEASURED_PASSES = 12  #", "MEASURED_PASSES = 16  #",
+             ["tests/test_isa_latency.py", "-k", "earlier_passes"], path="tools/isa_latency.py"),
+    mutation("latency: loads issued after a wait share the earlier round trip (no clock advance)",
+             "            self.clock = max(self.clock, pending.popleft()[0])",
+             "            pending.popleft()", ["tests/test_isa_latency.py", "-k", "round_trip or scoreboards"],
+             path="tools/isa_latency.py"),
     # --- the runner's gates ---
     mutation("gate: a disallowed module through __import__", "from task import input_t, output_t",
              "from task import input_t, output_t\n_np = __import__(\"numpy\")", ["tests/test_submission_gates.py"]),

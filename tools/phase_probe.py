@@ -95,7 +95,8 @@ def probe_case(sub, batch, kv_len, seed, runs, choice):
         lambda: sub._attention(plan.variant, splits, *args, probe=probe), device)
     table, launch = phase_table(probe.cpu(), sub.PROBE_PHASES, sub.PROBE_GLOBAL_START, sub.PROBE_GLOBAL_END)
     tiles = math.ceil(math.ceil(kv_len / plan.variant.block_n) / splits)
-    record.update(variant=plan.variant.describe(), programs=batch * splits, tiles_per_program=tiles,
+    record.update(variant=plan.variant.describe(), variant_fields=plan.variant._asdict(),
+                  programs=batch * splits, tiles_per_program=tiles,
                   phases=table, launch=launch)
     return record
 
