@@ -330,6 +330,11 @@ FUSED_MERGE_HEADS = 4  # heads the FUSED merge holds at once (8 or 16 spill the 
 # gfx950 and spilled with 2 splits per chunk (Triton 3.6.0), so the SCALED family merges
 # one split at a time.
 FUSED_MAX_CHUNK = 4
+# Platforms where first-call tuning must not try the FUSED merge: platform -> why. Empty:
+# on hip the FUSED form now waits in every wave for its partial's stores before its release
+# (Variant.wave_store_wait, issue 24; the order is checked in the gfx950 ISA of every FUSED
+# form by tests/test_compile_targets.py), so it is correct on AMD as on NVIDIA.
+FUSED_WITHHELD = {}
 ROPE_PAD_BYTES = 64  # SCALED: the 64 rope dims padded to 128 (the scaled instruction's K), as e2m1 pairs
 
 # --- Phase probes (the instrument of tools/phase_probe.py) -------------------------------
@@ -573,6 +578,15 @@ def _griddepcontrol(WAIT: tl.constexpr):
 
 
 @triton.jit
+def _wait_for_stores():
+    """AMD: s_waitcnt vmcnt(0) -- this wave waits until every vector memory instruction it
+    issued (its stores included) has completed. A barrier orders the waves' instructions,
+    not their memory: without this a wave's stores may still be on their way to the L2
+    when another wave releases them (buffer_wbl2 writes back what the L2 holds)."""
+    tl.inline_asm_elementwise("s_waitcnt vmcnt(0) ; $0", "=v", [], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
 def _quantize_e4m3_blocks(q, ROWS: tl.constexpr, BLOCKS: tl.constexpr):
     """q (ROWS, BLOCKS * 32) float32 -> (q8 (ROWS, BLOCKS * 32) e4m3, scale bytes (ROWS,
     BLOCKS) e8m0): per block of 32 dims the smallest exponent e with amax / 2^e <= 448 (so
@@ -735,7 +749,7 @@ def _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, head0, qk
 @triton.jit
 def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
                   qk_scale_log2, value_scale, probe_row, TRANSPOSED: tl.constexpr, MERGE: tl.constexpr,
-                  FUSED_CHUNK: tl.constexpr, PROBE: tl.constexpr):
+                  FUSED_CHUNK: tl.constexpr, PROBE: tl.constexpr, WAVE_STORE_WAIT: tl.constexpr):
     """The program's result by MERGE (see the table above the kernels): the normalized
     output (DIRECT; NaN rows for an invalid range, zeros for an empty one) or its partial
     (m NaN for an invalid range), and for FUSED the merge by the sequence's last program.
@@ -743,9 +757,14 @@ def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part
     FUSED: the partial's stores, then a barrier (every warp's stores before the atomic) and
     one atomic add with acquire-release semantics at device scope on count[seq] (release:
     the stores are visible before the count moves; acquire: the last program sees every
-    other program's stores). The counter is never reset: every call adds num_splits (a
-    power of two) to it, and the program that brings it to a multiple of num_splits is the
-    last of its sequence in this call."""
+    other program's stores). The atomic's release covers the stores of the thread that
+    issues it; the barrier makes the other warps' stores visible to it on NVIDIA (bar.sync
+    orders memory among the CTA's threads), not on AMD, where s_barrier orders instructions
+    only: there (WAVE_STORE_WAIT) every wave first waits for its own stores to complete
+    (s_waitcnt vmcnt(0)), so they are in the L2 the release writes back (the gfx950 ISA's
+    order is checked by tests/test_compile_targets.py). The counter is never reset: every
+    call adds num_splits (a power of two) to it, and the program that brings it to a
+    multiple of num_splits is the last of its sequence in this call."""
     offsets = _result_offsets(TRANSPOSED)
     if MERGE == 0:
         norm = tl.where(l_i > 0, value_scale / l_i, 0.0)
@@ -760,6 +779,8 @@ def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part
         tl.store(part_ml_ptr + part * (2 * NUM_HEADS_C) + NUM_HEADS_C + heads, l_i)
         _probe(probe_row, SLOT_WRITTEN_C, l_i, PROBE)
         if MERGE == 2:
+            if WAVE_STORE_WAIT:
+                _wait_for_stores()
             tl.debug_barrier()
             finished = tl.atomic_add(count_ptr + seq, 1, sem="acq_rel", scope="gpu") + 1
             if (finished & (num_splits - 1)) == 0:
@@ -776,7 +797,7 @@ def _mla_split_kernel(
     total_kv, num_splits, q_row_stride, q_head_stride, kv_row_stride, scale_row_stride, qk_scale_log2, value_scale,
     BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, LAYOUT: tl.constexpr, PIN: tl.constexpr,
     SPLIT_TAIL: tl.constexpr, SCORES: tl.constexpr, MERGE: tl.constexpr, PROBE: tl.constexpr,
-    FUSED_CHUNK: tl.constexpr, PDL: tl.constexpr = False,
+    FUSED_CHUNK: tl.constexpr, PDL: tl.constexpr = False, WAVE_STORE_WAIT: tl.constexpr = False,
 ):
     """One program: sequence b = program_id(1), KV split s = program_id(0) of num_splits.
 
@@ -802,6 +823,8 @@ def _mla_split_kernel(
                device for this grid's end (_mla_combine_kernel's PDL) instead of being
                launched after it. Signalled at the start instead, the waiting combine
                programs made the H200 slower, not faster (results/h200_sweep_v10_hints2.json)
+    WAVE_STORE_WAIT  FUSED on AMD: every wave waits for its partial's stores before the
+               barrier that precedes the release (_write_result)
     qk_scale_log2  sm_scale * log2(e) * 2^LOG2_SHIFT[CONVERT] (SCALED: scores are exact, no
                shift); value_scale 2^LOG2_SHIFT[CONVERT]
 
@@ -831,7 +854,8 @@ def _mla_split_kernel(
     if LAYOUT == 1:  # dims back in order: one (16, 512) result, stored in whole rows
         acc_a = tl.reshape(tl.join(acc_a, acc_b), (NUM_HEADS_C, V_DIM_C))
     _write_result(acc_a, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
-                  qk_scale_log2, value_scale, probe_row, SCORES == 1, MERGE, FUSED_CHUNK, PROBE)
+                  qk_scale_log2, value_scale, probe_row, SCORES == 1, MERGE, FUSED_CHUNK, PROBE,
+                  WAVE_STORE_WAIT)
     if PDL:
         _griddepcontrol(False)
     _probe(probe_row, SLOT_END_C, l_i, PROBE)
@@ -1051,6 +1075,7 @@ class Variant(NamedTuple):
     scores: int = 0  # BF16_SCORES (the converted tile in bf16 dots) or SCALED_SCORES
     merge: int = 1  # MERGE_DIRECT, MERGE_COMBINE or MERGE_FUSED
     pdl: bool = False  # COMBINE: the combine as a programmatic dependent launch (NVIDIA sm_90+)
+    wave_store_wait: bool = False  # FUSED on AMD: every wave waits for its stores before the release
 
     def describe(self):
         return (f"{FAMILY_NAMES.get(self.scores, self.scores)} family, "
@@ -1058,7 +1083,8 @@ class Variant(NamedTuple):
                 f"{LAYOUT_NAMES.get(self.layout, self.layout)} layout, {self.block_n}-token tiles, "
                 f"{self.num_warps} warps, {self.num_stages} stage(s), merge {MERGE_NAMES.get(self.merge, self.merge)}"
                 f"{', unmasked full tiles + masked tail' if self.split_tail else ''}"
-                f"{', dependent launch (PDL)' if self.pdl else ''}")
+                f"{', dependent launch (PDL)' if self.pdl else ''}"
+                f"{', stores waited in every wave' if self.wave_store_wait else ''}")
 
 
 _WARNED = set()
@@ -1130,7 +1156,8 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_S
     spill-free. SCALED family: the scaled kernel with the native conversion for the values
     (gfx950) or the portable one, then the same at one stage, then the BF16 family's
     order at SCALED_FALLBACK_TILE. A FUSED merge is tried in the first form only; every
-    form after it merges with the combine kernel (the two-launch form is its fallback).
+    form after it merges with the combine kernel (the two-launch form is its fallback); on
+    hip it waits for every wave's stores before its release (wave_store_wait).
     Where pdl_capable, the first form that merges with the combine kernel is tried with
     the combine as a dependent launch before the same form launched plainly.
     """
@@ -1155,7 +1182,7 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_S
         if platform == "hip":  # no inline asm at all, small tiles: spill-free without the pin
             order.append(Variant(PORTABLE, layout, 0, PLAIN_BLOCK_N, num_warps, 1))
     merged = [variant._replace(merge=merge_after) for variant in order]
-    first = [merged[0]._replace(merge=MERGE_FUSED)] if merge == MERGE_FUSED else []
+    first = [merged[0]._replace(merge=MERGE_FUSED, wave_store_wait=platform == "hip")] if merge == MERGE_FUSED else []
     if merged[0].merge == MERGE_COMBINE and pdl_capable(arch, platform):
         first.append(merged[0]._replace(pdl=True))
     return first + merged
@@ -1343,6 +1370,7 @@ def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out
         dict(BLOCK_N=variant.block_n, CONVERT=variant.convert, LAYOUT=variant.layout, PIN=variant.pin,
              SPLIT_TAIL=variant.split_tail, SCORES=variant.scores, MERGE=variant.merge,
              FUSED_CHUNK=fused_chunk(variant, num_splits), PDL=variant.pdl,
+             WAVE_STORE_WAIT=variant.wave_store_wait,
              PROBE=PROBE_OFF if probe is None else _probe_kind(q.device), num_warps=variant.num_warps,
              num_stages=variant.num_stages), variant.describe())
     if variant.merge == MERGE_COMBINE:

@@ -286,6 +286,18 @@ MUTATIONS = [
              "            self.clock = max(self.clock, pending.popleft()[0])",
              "            pending.popleft()", ["tests/test_isa_latency.py", "-k", "round_trip or scoreboards"],
              path="tools/isa_latency.py"),
+    # --- the FUSED merge's release on AMD (issue 24) ---
+    mutation("fused on hip: no wave waits for its stores before the release (the code before issue 24)",
+             'wave_store_wait=platform == "hip")', "wave_store_wait=False)",
+             ["tests/test_compile_targets.py", "-k", "waits_for_every_wave"]),
+    mutation("fused on hip: the wait after the barrier (one wave's stores may still be in flight at the release)",
+             "            if WAVE_STORE_WAIT:\n                _wait_for_stores()\n            tl.debug_barrier()\n",
+             "            tl.debug_barrier()\n            if WAVE_STORE_WAIT:\n                _wait_for_stores()\n",
+             ["tests/test_compile_targets.py", "-k", "waits_for_every_wave"]),
+    mutation("release order: a wait in the releasing lane's branch taken for every wave's",
+             "    every_wave = wait is not None and not any(wait < at <= barrier for at in blocks) and not any(",
+             "    every_wave = wait is not None and not any(",
+             ["tests/test_isa_latency.py", "-k", "release_order"], path="tools/isa_latency.py"),
     # --- the runner's gates ---
     mutation("gate: a disallowed module through __import__", "from task import input_t, output_t",
              "from task import input_t, output_t\n_np = __import__(\"numpy\")", ["tests/test_submission_gates.py"]),
