@@ -129,7 +129,7 @@ def test_waitcnt_operands(operands, expected):
 @pytest.mark.parametrize("mnemonic, nbytes", [
     ("global_load_dwordx4", 16), ("buffer_load_ubyte", 1), ("buffer_load_dwordx2", 8), ("global_load_dword", 4),
     ("global_load_lds_dwordx4", 16), ("buffer_load_short_d16", 2), ("global_store_dwordx4", 0),
-    ("global_atomic_add", 0), ("buffer_wbl2", 0), ("ds_read_b128", 0)])
+    ("global_atomic_add", 0), ("buffer_wbl2", 0), ("ds_read_b128", 0), ("scratch_load_dwordx2", 0)])
 def test_amdgcn_load_widths(mnemonic, nbytes):
     assert isa_latency.amdgcn_load_bytes(mnemonic) == nbytes
 

@@ -223,8 +223,9 @@ _LOAD_WIDTHS = {"ubyte": 1, "sbyte": 1, "ushort": 2, "sshort": 2, "short": 2, "d
 
 def amdgcn_load_bytes(mnemonic):
     """Bytes per lane a vector memory load (global/buffer/flat, the -> LDS forms included)
-    reads; 0 for anything else (stores, atomics, cache operations)."""
-    if not mnemonic.startswith(VMEM_PREFIXES) or "_load" not in mnemonic:
+    reads; 0 for anything else (stores, atomics, cache operations, and scratch: a spill's
+    reload is a round trip, not data the kernel streams)."""
+    if not mnemonic.startswith(VMEM_PREFIXES) or "_load" not in mnemonic or mnemonic.startswith("scratch_"):
         return 0
     width = re.search(r"_load(?:_lds)?_(\w+?)(?:_d16(?:_hi)?)?$", mnemonic)
     if not width:
