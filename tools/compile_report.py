@@ -116,8 +116,8 @@ MFMA_CYCLES = {
     "v_mfma_scale_f32_16x16x128_f8f6f4 fp4 x fp4": 16,
 }
 MFMA_MACS_PER_CYCLE = 512
-SPLIT_SIGNATURE = {"q_ptr": "*bf16", "kv_ptr": "*u8", "scale_ptr": "*u8", "qo_indptr_ptr": "*i32",
-                   "kv_indptr_ptr": "*i32", "out_ptr": "*bf16", "part_acc_ptr": "*fp32",
+SPLIT_SIGNATURE = {"q_ptr": "*bf16", "kv_ptr": "*u8", "kv_words_ptr": "*i32", "scale_ptr": "*u8",
+                   "qo_indptr_ptr": "*i32", "kv_indptr_ptr": "*i32", "out_ptr": "*bf16", "part_acc_ptr": "*fp32",
                    "part_ml_ptr": "*fp32", "count_ptr": "*i32", "q8_ptr": "*u8", "qs_ptr": "*u8",
                    "probe_ptr": "*i64", "total_kv": "i32", "num_splits": "i32",
                    "q_row_stride": "i32", "q_head_stride": "i32", "kv_row_stride": "i32",
@@ -168,7 +168,7 @@ def _build_spec(variant, num_splits=1):
             {"BLOCK_N": variant.block_n, "CONVERT": variant.convert, "LAYOUT": variant.layout, "PIN": variant.pin,
              "SPLIT_TAIL": variant.split_tail, "SCORES": variant.scores, "MERGE": variant.merge,
              "PROBE": sub.PROBE_OFF, "FUSED_CHUNK": sub.fused_chunk(variant, num_splits), "PDL": variant.pdl,
-             "WAVE_STORE_WAIT": variant.wave_store_wait})
+             "WAVE_STORE_WAIT": variant.wave_store_wait, "EARLY_TILE": variant.early_tile})
 
 
 def launches_per_call(variant):

@@ -298,6 +298,19 @@ MUTATIONS = [
              "    every_wave = wait is not None and not any(wait < at <= barrier for at in blocks) and not any(",
              "    every_wave = wait is not None and not any(",
              ["tests/test_isa_latency.py", "-k", "release_order"], path="tools/isa_latency.py"),
+    # --- the SCALED family's latency (issue 24) ---
+    mutation("scaled: the small grids back in 64-token tiles at 1 stage (2 load groups, 2.3 KB in flight)",
+             "    return make_launch(64, 4, _splits_for(batch, kv_len, 64, num_sms), 2, SCALED_SCORES)",
+             "    return make_launch(64, 4, _splits_for(batch, kv_len, 64, num_sms), 1, SCALED_SCORES)",
+             ["tests/test_compile_targets.py", "-k", "issue24s_thresholds"]),
+    mutation("scaled: the first tile no longer early (Q quantized before its loads: 4-5 round trips)",
+             "    return block_n * num_stages <= 128\n", "    return False\n",
+             ["tests/test_compile_targets.py", "-k", "issue24s_thresholds"]),
+    mutation("scaled: the early first tile reads past the split's end unmasked",
+             "                                                                       kv_row_stride, scale_row_stride, "
+             "BLOCK_N, True)",
+             "                                                                       kv_row_stride, scale_row_stride, "
+             "BLOCK_N, False)", KERNEL + ["every_variant and scaled-portable-early and 300"]),
     # --- the runner's gates ---
     mutation("gate: a disallowed module through __import__", "from task import input_t, output_t",
              "from task import input_t, output_t\n_np = __import__(\"numpy\")", ["tests/test_submission_gates.py"]),
