@@ -200,8 +200,12 @@ FUSED_RELEASE_SCRIPT = """
 import json, sys
 sys.path[:0] = ["tools", "."]
 import compile_report
-found = []
+found, seen = [], set()
 for (variant, chunk), splits in compile_report.fused_forms("gfx950").items():
+    shape = (variant.scores, variant.num_warps, variant.num_stages)
+    if shape in seen:
+        continue
+    seen.add(shape)
     fn, signature, consts = compile_report._build_spec(variant, splits)
     row = compile_report.compile_one("gfx950", fn, signature, consts, variant.num_warps, variant.num_stages)
     found.append({"variant": variant.describe(), "chunk": chunk, "error": row.get("error"),
@@ -213,13 +217,15 @@ print(json.dumps(found))
 
 
 def test_every_fused_form_on_gfx950_waits_for_every_wave_before_its_release():
-    """Issue 24: the FUSED merge's release on AMD, in the gfx950 ISA of every FUSED form the
-    dispatch or first-call tuning can launch there, built with the runner's Triton (the
-    report's rows check the dispatched ones with both): each wave's stores, then s_waitcnt
-    vmcnt(0) in the barrier's block (every wave runs it), s_barrier, buffer_wbl2 (the
-    release), the atomic; and no spills. Without the wait the other waves' stores may still
-    be on their way to the L2 the release writes back; neither the interpreter nor an H200
-    test can see that race, so the order is checked here."""
+    """Issue 24: the FUSED merge's release on AMD, in the gfx950 ISA of the FUSED forms the
+    dispatch or first-call tuning can launch there, one per (family, warps, stages) (tile
+    sizes and merge chunks of one shape share the release's code; all 16 forms were ordered
+    when built, 2026-12-02), with the runner's Triton (the report's rows check every FUSED
+    build of the report with both): each wave's stores, then s_waitcnt vmcnt(0) in the
+    barrier's block (every wave runs it), s_barrier, buffer_wbl2 (the release), the atomic;
+    and no spills. Without the wait the other waves' stores may still be on their way to the
+    L2 the release writes back; neither the interpreter nor an H200 test can see that race,
+    so the order is checked here."""
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
     env["PYTHONPATH"] = runner_triton_dir()
     result = subprocess.run([sys.executable, "-c", FUSED_RELEASE_SCRIPT], cwd=ROOT, env=env, capture_output=True,
