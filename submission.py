@@ -372,6 +372,11 @@ FUSED_MERGE_HEADS = 4  # heads the FUSED merge holds at once (8 or 16 spill the 
 # gfx950 and spilled with 2 splits per chunk (Triton 3.6.0), so the SCALED family merges
 # one split at a time.
 FUSED_MAX_CHUNK = 4
+# Platforms where first-call tuning must not try the FUSED merge: platform -> why. Empty:
+# on hip the FUSED form now waits in every wave for its partial's stores before its release
+# (Variant.wave_store_wait, issue 24; the order is checked in the gfx950 ISA of every FUSED
+# form by tests/test_compile_targets.py), so it is correct on AMD as on NVIDIA.
+FUSED_WITHHELD = {}
 ROPE_PAD_BYTES = 64  # SCALED: the 64 rope dims padded to 128 (the scaled instruction's K), as e2m1 pairs
 
 # --- Phase probes (the instrument of tools/phase_probe.py) -------------------------------
@@ -519,14 +524,15 @@ def _even_odd_tile(q_even, q_odd, q_rope_even, q_rope_odd, kv_ptr, scale_ptr, ti
 
 
 @triton.jit
-def _scaled_tile(q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
-                 scale_row_stride, qk_scale_log2, m_i, l_i, acc_t, probe_row, tile_slot, BLOCK_N: tl.constexpr,
-                 CONVERT: tl.constexpr, MASKED: tl.constexpr, PROBE: tl.constexpr):
-    """SCALED family: scores = e4m3 Q x e2m1 K on tl.dot_scaled (K never converted); the
-    values: the first 512 dims of the same tile converted once to bf16, the dot written
-    transposed, acc_t (512, 16) += V^T P^T, so the 512 output dims split over the warps and
-    no warp recomputes another's scores (times 2^-LOG2_SHIFT[CONVERT]). The rope dims are
-    padded to 128 with zero codes (scale byte 127)."""
+def _scaled_tile_loads(kv_ptr, kv_words_ptr, scale_ptr, tile_start, hi, kv_row_stride, scale_row_stride,
+                       BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
+    """SCALED family: one tile's loads -> (k (BLOCK_N, 256) code bytes, their 16 e8m0 scales,
+    the same bytes as (BLOCK_N, 64) int32 words for the values' conversion, the rope codes
+    padded to 64 bytes (zero codes), their 4 scales (byte 127 in the padding)). MASKED:
+    rows past hi read zeros. kv_words_ptr: the int32 view of kv_ptr (Triton's AMD backend
+    makes loads from an argument of that type buffer loads, whose mask needs no branch; a
+    cast of the byte pointers costs a branch and a wait per masked load), or None (the
+    cast: the pipelined 128-token loop spills one VGPR with the argument, Triton 3.6.0)."""
     kv_rows, scale_rows = _tile_rows(kv_ptr, scale_ptr, tile_start, kv_row_stride, scale_row_stride, BLOCK_N)
     rows_ok = tile_start + tl.arange(0, BLOCK_N) < hi
     rope_bytes = tl.arange(0, ROPE_PAD_BYTES_C)
@@ -536,18 +542,38 @@ def _scaled_tile(q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, tile_sta
     if MASKED:
         rope_real = rope_real & rows_ok[:, None]
         rope_scale_real = rope_scale_real & rows_ok[:, None]
-    k = _load_tile(kv_rows, tl.arange(0, V_DIM_C // 2), rows_ok, MASKED)
+    # in this order, the words last: at 2 stages the loop then keeps 24.8 KB of loads in
+    # flight per CU at its MFMAs instead of 19.8 (128 tokens) and 36.3 instead of 17.2 (64),
+    # and the straight-line first tile stages them through LDS after its other loads
     k_scales = _load_tile(scale_rows, tl.arange(0, V_DIM_C // 32), rows_ok, MASKED)
-    # the same bytes again as words for the values' conversion (a cache hit)
-    words = _load_tile(kv_rows.to(tl.pointer_type(tl.int32)), tl.arange(0, V_DIM_C // 8), rows_ok, MASKED)
-    k_rope = tl.load(kv_rows + V_DIM_C // 2 + rope_bytes[None, :], mask=rope_real, other=0)
     k_rope_scales = tl.load(scale_rows + V_DIM_C // 32 + rope_blocks[None, :], mask=rope_scale_real, other=127)
+    k_rope = tl.load(kv_rows + V_DIM_C // 2 + rope_bytes[None, :], mask=rope_real, other=0)
+    k = _load_tile(kv_rows, tl.arange(0, V_DIM_C // 2), rows_ok, MASKED)
+    # the same bytes again as words for the values' conversion (a cache hit; loading them
+    # once costs more in Triton 3.6 than the second load does: docs/performance.md, v11)
+    if kv_words_ptr is None:
+        word_rows = kv_rows.to(tl.pointer_type(tl.int32))
+    else:
+        word_rows = kv_words_ptr + (tile_start + tl.arange(0, BLOCK_N))[:, None] * (kv_row_stride // 4)
+    words = _load_tile(word_rows, tl.arange(0, V_DIM_C // 8), rows_ok, MASKED)
+    return k, k_scales, words, k_rope, k_rope_scales
+
+
+@triton.jit
+def _scaled_tile_math(q8_nope, qs_nope, q8_rope, qs_rope, k, k_scales, words, k_rope, k_rope_scales, tile_start, hi,
+                      qk_scale_log2, m_i, l_i, acc_t, probe_row, tile_slot, BLOCK_N: tl.constexpr,
+                      CONVERT: tl.constexpr, MASKED: tl.constexpr, PROBE: tl.constexpr):
+    """SCALED family, one tile from its loads (_scaled_tile_loads): scores = e4m3 Q x e2m1 K
+    on tl.dot_scaled (K never converted); the values: the first 512 dims of the same tile
+    converted once to bf16, the dot written transposed, acc_t (512, 16) += V^T P^T, so the
+    512 output dims split over the warps and no warp recomputes another's scores (times
+    2^-LOG2_SHIFT[CONVERT])."""
     _probe(probe_row, tile_slot, k, PROBE)
     scores = tl.dot_scaled(q8_nope, qs_nope, "e4m3", tl.trans(k), k_scales, "e2m1")
     scores = tl.dot_scaled(q8_rope, qs_rope, "e4m3", tl.trans(k_rope), k_rope_scales, "e2m1", scores)
     _probe(probe_row, tile_slot + 1, scores, PROBE)
     if MASKED:
-        scores = tl.where(rows_ok[None, :], scores, float("-inf"))
+        scores = tl.where((tile_start + tl.arange(0, BLOCK_N) < hi)[None, :], scores, float("-inf"))
     m_i, alpha, p, l_i = _softmax_step(scores, m_i, l_i, qk_scale_log2)
     _probe(probe_row, tile_slot + 2, l_i, PROBE)
     values = _words_to_bf16(words, k_scales, BLOCK_N, V_DIM_C // 8, CONVERT, 0, True)
@@ -637,12 +663,25 @@ def _once_split(q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, lo, hi, k
 
 
 @triton.jit
+def _scaled_tile(q8_nope, qs_nope, q8_rope, qs_rope, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
+                 scale_row_stride, qk_scale_log2, m_i, l_i, acc_t, probe_row, tile_slot, BLOCK_N: tl.constexpr,
+                 CONVERT: tl.constexpr, MASKED: tl.constexpr, PROBE: tl.constexpr):
+    """SCALED family: one tile, its loads then its math."""
+    k, k_scales, words, k_rope, k_rope_scales = _scaled_tile_loads(kv_ptr, None, scale_ptr, tile_start, hi,
+                                                                   kv_row_stride, scale_row_stride, BLOCK_N, MASKED)
+    return _scaled_tile_math(q8_nope, qs_nope, q8_rope, qs_rope, k, k_scales, words, k_rope, k_rope_scales,
+                             tile_start, hi, qk_scale_log2, m_i, l_i, acc_t, probe_row, tile_slot, BLOCK_N, CONVERT,
+                             MASKED, PROBE)
+
+
+@triton.jit
 def _tile(qa, qb, qc, qd, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride, scale_row_stride, qk_scale_log2,
           m_i, l_i, acc_a, acc_b, probe_row, tile_slot, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr,
           LAYOUT: tl.constexpr, PIN: tl.constexpr, SCORES: tl.constexpr, MASKED: tl.constexpr,
           PROBE: tl.constexpr):
     """One tile in the form of (SCORES, LAYOUT): Q's operands qa..qd and the accumulators
-    acc_a, acc_b as _load_q and _zero_acc make them (unused ones pass through)."""
+    acc_a, acc_b as _load_q (SCALED: then _quantize_q) and _zero_acc make them (unused ones pass
+    through)."""
     if SCORES == 1:
         m_i, l_i, acc_a = _scaled_tile(qa, qb, qc, qd, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
                                        scale_row_stride, qk_scale_log2, m_i, l_i, acc_a, probe_row, tile_slot,
@@ -670,7 +709,9 @@ def _split_range(qo_indptr_ptr, kv_indptr_ptr, total_kv, num_splits, BLOCK_N: tl
     seq = tl.program_id(1)
     kv_start = tl.load(kv_indptr_ptr + seq)
     kv_end = tl.load(kv_indptr_ptr + seq + 1)
-    q_ok = (tl.load(qo_indptr_ptr + seq) == seq) & (tl.load(qo_indptr_ptr + seq + 1) == seq + 1)
+    # one test of both loads (two compares and-ed became a branch around the second load on
+    # gfx950: one more round trip)
+    q_ok = ((tl.load(qo_indptr_ptr + seq) - seq) | (tl.load(qo_indptr_ptr + seq + 1) - (seq + 1))) == 0
     range_ok = (kv_start >= 0) & (kv_start <= kv_end) & (kv_end <= total_kv) & q_ok
     kv_end = tl.where(range_ok, kv_end, kv_start)  # an invalid range reads nothing
     tiles_per_split = tl.cdiv(tl.cdiv(kv_end - kv_start, BLOCK_N), num_splits)
@@ -695,6 +736,15 @@ def _griddepcontrol(WAIT: tl.constexpr):
 
 
 @triton.jit
+def _wait_for_stores():
+    """AMD: s_waitcnt vmcnt(0) -- this wave waits until every vector memory instruction it
+    issued (its stores included) has completed. A barrier orders the waves' instructions,
+    not their memory: without this a wave's stores may still be on their way to the L2
+    when another wave releases them (buffer_wbl2 writes back what the L2 holds)."""
+    tl.inline_asm_elementwise("s_waitcnt vmcnt(0) ; $0", "=v", [], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
 def _quantize_e4m3_blocks(q, ROWS: tl.constexpr, BLOCKS: tl.constexpr):
     """q (ROWS, BLOCKS * 32) float32 -> (q8 (ROWS, BLOCKS * 32) e4m3, scale bytes (ROWS,
     BLOCKS) e8m0): per block of 32 dims the smallest exponent e with amax / 2^e <= 448 (so
@@ -711,33 +761,19 @@ def _quantize_e4m3_blocks(q, ROWS: tl.constexpr, BLOCKS: tl.constexpr):
 
 
 @triton.jit
-def _load_q(q_rows, q8_ptr, qs_ptr, seq, split, LAYOUT: tl.constexpr, SCORES: tl.constexpr):
-    """This sequence's Q (q_rows: (16, 1) row pointers of bf16 Q) as the tile function of
-    (SCORES, LAYOUT) takes it -> (qa, qb, qc, qd):
-      BF16 NATURAL: (dims 0..511, dims 512..575, -, -) in bf16;
+def _load_q(q_rows, LAYOUT: tl.constexpr, SCORES: tl.constexpr):
+    """This sequence's Q (q_rows: (16, 1) row pointers of bf16 Q) -> (qa, qb, qc, qd):
+      BF16 NATURAL: (dims 0..511, dims 512..575, -, -) in bf16, as _natural_tile takes them;
       BF16 EVEN_ODD: the even and the odd dims of the first 512, then of the 64 rope dims
         (read as whole rows, split in registers);
-      SCALED and ONCE: (e4m3 dims 0..511, their 16 e8m0 block scales, e4m3 rope dims padded to 128,
-        their 4 scales), quantized here; split 0 writes the bytes to q8 (batch, 16, 576) and
-        qs (batch, 16, 18) for the self-check, which compares them with quantize_q_reference.
+      SCALED and ONCE: (dims 0..511, the 64 rope dims padded with zeros to 128, -, -) in bf16,
+        which _quantize_q turns into the tile's operands.
     """
     q_nope = tl.load(q_rows + tl.arange(0, V_DIM_C)[None, :])
     if SCORES != 0:
         rope_dims = tl.arange(0, 2 * ROPE_PAD_BYTES_C)
         q_rope = tl.load(q_rows + V_DIM_C + rope_dims[None, :], mask=rope_dims[None, :] < ROPE_C, other=0.0)
-        q8_nope, qs_nope = _quantize_e4m3_blocks(q_nope.to(tl.float32), NUM_HEADS_C, V_DIM_C // 32)
-        q8_rope, qs_rope = _quantize_e4m3_blocks(q_rope.to(tl.float32), NUM_HEADS_C, 2 * ROPE_PAD_BYTES_C // 32)
-        if split == 0:
-            heads = tl.arange(0, NUM_HEADS_C)[:, None]
-            q8_rows = q8_ptr + seq * (NUM_HEADS_C * QK_DIM_C) + heads * QK_DIM_C
-            qs_rows = qs_ptr + seq * (NUM_HEADS_C * SCALE_COLS_C) + heads * SCALE_COLS_C
-            rope_blocks = tl.arange(0, 2 * ROPE_PAD_BYTES_C // 32)[None, :]
-            tl.store(q8_rows + tl.arange(0, V_DIM_C)[None, :], q8_nope.to(tl.uint8, bitcast=True))
-            tl.store(q8_rows + V_DIM_C + rope_dims[None, :], q8_rope.to(tl.uint8, bitcast=True),
-                     mask=rope_dims[None, :] < ROPE_C)
-            tl.store(qs_rows + tl.arange(0, V_DIM_C // 32)[None, :], qs_nope)
-            tl.store(qs_rows + V_DIM_C // 32 + rope_blocks, qs_rope, mask=rope_blocks < ROPE_C // 32)
-        qa, qb, qc, qd = q8_nope, qs_nope, q8_rope, qs_rope
+        qa, qb, qc, qd = q_nope, q_rope, q_rope, q_rope
     elif LAYOUT == 0:
         q_rope = tl.load(q_rows + V_DIM_C + tl.arange(0, ROPE_C)[None, :])
         qa, qb, qc, qd = q_nope, q_rope, q_rope, q_rope
@@ -746,6 +782,27 @@ def _load_q(q_rows, q8_ptr, qs_ptr, seq, split, LAYOUT: tl.constexpr, SCORES: tl
         qa, qb = tl.split(tl.reshape(q_nope, (NUM_HEADS_C, V_DIM_C // 2, 2)))
         qc, qd = tl.split(tl.reshape(q_rope, (NUM_HEADS_C, ROPE_C // 2, 2)))
     return qa, qb, qc, qd
+
+
+@triton.jit
+def _quantize_q(q_nope, q_rope, q8_ptr, qs_ptr, seq, split):
+    """SCALED: Q (_load_q's) -> (e4m3 dims 0..511, their 16 e8m0 block scales, e4m3 rope dims
+    padded to 128, their 4 scales), as _scaled_tile_math takes them; split 0 writes the
+    bytes to q8 (batch, 16, 576) and qs (batch, 16, 18) for the self-check, which compares
+    them with quantize_q_reference."""
+    q8_nope, qs_nope = _quantize_e4m3_blocks(q_nope.to(tl.float32), NUM_HEADS_C, V_DIM_C // 32)
+    q8_rope, qs_rope = _quantize_e4m3_blocks(q_rope.to(tl.float32), NUM_HEADS_C, 2 * ROPE_PAD_BYTES_C // 32)
+    if split == 0:
+        heads = tl.arange(0, NUM_HEADS_C)[:, None]
+        rope_dims = tl.arange(0, 2 * ROPE_PAD_BYTES_C)[None, :]
+        q8_rows = q8_ptr + seq * (NUM_HEADS_C * QK_DIM_C) + heads * QK_DIM_C
+        qs_rows = qs_ptr + seq * (NUM_HEADS_C * SCALE_COLS_C) + heads * SCALE_COLS_C
+        rope_blocks = tl.arange(0, 2 * ROPE_PAD_BYTES_C // 32)[None, :]
+        tl.store(q8_rows + tl.arange(0, V_DIM_C)[None, :], q8_nope.to(tl.uint8, bitcast=True))
+        tl.store(q8_rows + V_DIM_C + rope_dims, q8_rope.to(tl.uint8, bitcast=True), mask=rope_dims < ROPE_C)
+        tl.store(qs_rows + tl.arange(0, V_DIM_C // 32)[None, :], qs_nope)
+        tl.store(qs_rows + V_DIM_C // 32 + rope_blocks, qs_rope, mask=rope_blocks < ROPE_C // 32)
+    return q8_nope, qs_nope, q8_rope, qs_rope
 
 
 @triton.jit
@@ -763,29 +820,31 @@ def _zero_acc(LAYOUT: tl.constexpr, SCORES: tl.constexpr):
 
 
 @triton.jit
-def _split_loop(qa, qb, qc, qd, kv_ptr, scale_ptr, lo, full_end, hi, kv_row_stride, scale_row_stride,
-                qk_scale_log2, probe_row, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, LAYOUT: tl.constexpr,
-                PIN: tl.constexpr, SCORES: tl.constexpr, SPLIT_TAIL: tl.constexpr, PROBE: tl.constexpr):
-    """Tiles [lo, hi) of one sequence -> (m_i, l_i, acc_a, acc_b). SPLIT_TAIL: full tiles
-    [lo, full_end) unmasked, then one masked tail tile (fewer instructions per element:
-    1.97 instead of 2.6 VALU with the gfx950 conversion); else one loop of masked tiles (the
-    second copy of the tile code makes the portable and sm_90 forms spill)."""
-    m_i = tl.full([NUM_HEADS_C], float("-inf"), tl.float32)
-    l_i = tl.zeros([NUM_HEADS_C], tl.float32)
-    acc_a, acc_b = _zero_acc(LAYOUT, SCORES)
+def _split_loop(qa, qb, qc, qd, kv_ptr, scale_ptr, lo, start, full_end, hi, kv_row_stride, scale_row_stride,
+                qk_scale_log2, m_i, l_i, acc_a, acc_b, probe_row, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr,
+                LAYOUT: tl.constexpr, PIN: tl.constexpr, SCORES: tl.constexpr, SPLIT_TAIL: tl.constexpr,
+                PROBE: tl.constexpr):
+    """Tiles [start, hi) of the split [lo, hi) of one sequence, continuing the state (m_i,
+    l_i, acc_a, acc_b) of the tiles before start (start = lo: none; the SCALED family
+    computes its first tile before, see _mla_split_kernel) -> that state. start is lo plus
+    whole tiles. SPLIT_TAIL: full tiles up to full_end unmasked, then one masked tail tile
+    (fewer instructions per element: 1.97 instead of 2.6 VALU with the gfx950 conversion);
+    else one loop of masked tiles (the second copy of the tile code makes the portable and
+    sm_90 forms spill)."""
     if SPLIT_TAIL:
-        for tile_start in range(lo, full_end, BLOCK_N):
+        for tile_start in range(start, full_end, BLOCK_N):
             m_i, l_i, acc_a, acc_b = _tile(qa, qb, qc, qd, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
                                            scale_row_stride, qk_scale_log2, m_i, l_i, acc_a, acc_b, probe_row,
                                            _tile_slot(tile_start, lo, PROBE), BLOCK_N, CONVERT, LAYOUT, PIN,
                                            SCORES, False, PROBE)
-        if full_end < hi:
-            m_i, l_i, acc_a, acc_b = _tile(qa, qb, qc, qd, kv_ptr, scale_ptr, full_end, hi, kv_row_stride,
+        tail = tl.maximum(full_end, start)
+        if tail < hi:
+            m_i, l_i, acc_a, acc_b = _tile(qa, qb, qc, qd, kv_ptr, scale_ptr, tail, hi, kv_row_stride,
                                            scale_row_stride, qk_scale_log2, m_i, l_i, acc_a, acc_b, probe_row,
-                                           _tile_slot(full_end, lo, PROBE), BLOCK_N, CONVERT, LAYOUT, PIN,
+                                           _tile_slot(tail, lo, PROBE), BLOCK_N, CONVERT, LAYOUT, PIN,
                                            SCORES, True, PROBE)
     else:
-        for tile_start in range(lo, hi, BLOCK_N):
+        for tile_start in range(start, hi, BLOCK_N):
             m_i, l_i, acc_a, acc_b = _tile(qa, qb, qc, qd, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
                                            scale_row_stride, qk_scale_log2, m_i, l_i, acc_a, acc_b, probe_row,
                                            _tile_slot(tile_start, lo, PROBE), BLOCK_N, CONVERT, LAYOUT, PIN,
@@ -857,7 +916,7 @@ def _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, head0, qk
 @triton.jit
 def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
                   qk_scale_log2, value_scale, probe_row, TRANSPOSED: tl.constexpr, MERGE: tl.constexpr,
-                  FUSED_CHUNK: tl.constexpr, PROBE: tl.constexpr):
+                  FUSED_CHUNK: tl.constexpr, PROBE: tl.constexpr, WAVE_STORE_WAIT: tl.constexpr):
     """The program's result by MERGE (see the table above the kernels): the normalized
     output (DIRECT; NaN rows for an invalid range, zeros for an empty one) or its partial
     (m NaN for an invalid range), and for FUSED the merge by the sequence's last program.
@@ -865,9 +924,14 @@ def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part
     FUSED: the partial's stores, then a barrier (every warp's stores before the atomic) and
     one atomic add with acquire-release semantics at device scope on count[seq] (release:
     the stores are visible before the count moves; acquire: the last program sees every
-    other program's stores). The counter is never reset: every call adds num_splits (a
-    power of two) to it, and the program that brings it to a multiple of num_splits is the
-    last of its sequence in this call."""
+    other program's stores). The atomic's release covers the stores of the thread that
+    issues it; the barrier makes the other warps' stores visible to it on NVIDIA (bar.sync
+    orders memory among the CTA's threads), not on AMD, where s_barrier orders instructions
+    only: there (WAVE_STORE_WAIT) every wave first waits for its own stores to complete
+    (s_waitcnt vmcnt(0)), so they are in the L2 the release writes back (the gfx950 ISA's
+    order is checked by tests/test_compile_targets.py). The counter is never reset: every
+    call adds num_splits (a power of two) to it, and the program that brings it to a
+    multiple of num_splits is the last of its sequence in this call."""
     offsets = _result_offsets(TRANSPOSED)
     if MERGE == 0:
         norm = tl.where(l_i > 0, value_scale / l_i, 0.0)
@@ -882,6 +946,8 @@ def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part
         tl.store(part_ml_ptr + part * (2 * NUM_HEADS_C) + NUM_HEADS_C + heads, l_i)
         _probe(probe_row, SLOT_WRITTEN_C, l_i, PROBE)
         if MERGE == 2:
+            if WAVE_STORE_WAIT:
+                _wait_for_stores()
             tl.debug_barrier()
             finished = tl.atomic_add(count_ptr + seq, 1, sem="acq_rel", scope="gpu") + 1
             if (finished & (num_splits - 1)) == 0:
@@ -893,18 +959,22 @@ def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part
 
 @triton.jit(do_not_specialize=["total_kv", "num_splits"])
 def _mla_split_kernel(
-    q_ptr, kv_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
-    q8_ptr, qs_ptr, probe_ptr,
+    q_ptr, kv_ptr, kv_words_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr, part_acc_ptr, part_ml_ptr,
+    count_ptr, q8_ptr, qs_ptr, probe_ptr,
     total_kv, num_splits, q_row_stride, q_head_stride, kv_row_stride, scale_row_stride, qk_scale_log2, value_scale,
     BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, LAYOUT: tl.constexpr, PIN: tl.constexpr,
     SPLIT_TAIL: tl.constexpr, SCORES: tl.constexpr, MERGE: tl.constexpr, PROBE: tl.constexpr,
-    FUSED_CHUNK: tl.constexpr, PDL: tl.constexpr = False,
+    FUSED_CHUNK: tl.constexpr, PDL: tl.constexpr = False, WAVE_STORE_WAIT: tl.constexpr = False,
+    EARLY_TILE: tl.constexpr = False,
 ):
     """One program: sequence b = program_id(1), KV split s = program_id(0) of num_splits.
 
     q_ptr      (batch, 16, 576) bf16, strides (q_row_stride, q_head_stride, 1)
     kv_ptr     (total_kv, 288) e2m1 pairs as bytes, row stride kv_row_stride bytes (the
                NATURAL layout and the SCALED values read them as int32 words: rows 4-byte aligned)
+    kv_words_ptr   the same memory as (total_kv, 72) int32 words, row stride kv_row_stride / 4
+               (EARLY_TILE's first tile reads its words here: loads from an argument of their
+               own type become AMD buffer loads, whose mask needs no branch)
     scale_ptr  (>= total_kv, >= 18) e8m0 bytes, row stride scale_row_stride; only
                columns 0..17 of rows < total_kv are read
     qo_indptr  (batch + 1,) int32, must be 0, 1, ..., batch (q_seq_len = 1)
@@ -924,6 +994,10 @@ def _mla_split_kernel(
                device for this grid's end (_mla_combine_kernel's PDL) instead of being
                launched after it. Signalled at the start instead, the waiting combine
                programs made the H200 slower, not faster (results/h200_sweep_v10_hints2.json)
+    WAVE_STORE_WAIT  FUSED on AMD: every wave waits for its partial's stores before the
+               barrier that precedes the release (_write_result)
+    EARLY_TILE SCALED: Q loaded with kv_indptr, the first tile's loads issued before Q is
+               quantized, that tile computed before the loop (Variant.early_tile)
     qk_scale_log2  sm_scale * log2(e) * 2^LOG2_SHIFT[CONVERT] (SCALED: scores are exact, no
                shift); value_scale 2^LOG2_SHIFT[CONVERT]
 
@@ -938,28 +1012,50 @@ def _mla_split_kernel(
     tl.static_assert((MERGE >= 0) & (MERGE <= 2), "MERGE must be DIRECT, COMBINE or FUSED")
     tl.static_assert((SCORES != 2) | (MERGE != 2), "the ONCE family merges DIRECT or COMBINE")
     tl.static_assert((not PDL) | (MERGE == 1), "PDL: the combine is the dependent launch")
+    tl.static_assert((not EARLY_TILE) | (SCORES == 1), "EARLY_TILE: the SCALED family's first tile")
     probe_row = probe_ptr + (tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)) * PROBE_SLOTS_C
     _probe(probe_row, PROBE_GLOBAL_START_C, tl.program_id(0), PROBE, True)
     _probe(probe_row, SLOT_START_C, tl.program_id(0), PROBE)
+    q_rows = q_ptr + tl.program_id(1) * q_row_stride + tl.arange(0, NUM_HEADS_C)[:, None] * q_head_stride
+    if EARLY_TILE:  # Q's loads go out with kv_indptr's: they do not depend on it
+        qa, qb, qc, qd = _load_q(q_rows, LAYOUT, SCORES)
     seq, split, range_ok, lo, full_end, hi = _split_range(qo_indptr_ptr, kv_indptr_ptr, total_kv, num_splits,
                                                           BLOCK_N)
     _probe(probe_row, SLOT_RANGE_C, hi, PROBE)
-    q_rows = q_ptr + seq * q_row_stride + tl.arange(0, NUM_HEADS_C)[:, None] * q_head_stride
-    qa, qb, qc, qd = _load_q(q_rows, q8_ptr, qs_ptr, seq, split, LAYOUT, SCORES)
-    _probe(probe_row, SLOT_Q_C, qb, PROBE)
+    m_i = tl.full([NUM_HEADS_C], float("-inf"), tl.float32)
+    l_i = tl.zeros([NUM_HEADS_C], tl.float32)
+    acc_a, acc_b = _zero_acc(LAYOUT, SCORES)
+    start = lo
+    if EARLY_TILE:
+        # the first tile's loads before Q is quantized (the quantization's work overlaps
+        # them), then that tile (masked: it may be the split's only, partial one)
+        k, k_scales, words, k_rope, k_rope_scales = _scaled_tile_loads(kv_ptr, kv_words_ptr, scale_ptr, lo, hi,
+                                                                       kv_row_stride, scale_row_stride, BLOCK_N, True)
+        qa, qb, qc, qd = _quantize_q(qa, qb, q8_ptr, qs_ptr, seq, split)
+        _probe(probe_row, SLOT_Q_C, qb, PROBE)
+        if lo < hi:
+            m_i, l_i, acc_a = _scaled_tile_math(qa, qb, qc, qd, k, k_scales, words, k_rope, k_rope_scales, lo, hi,
+                                                qk_scale_log2, m_i, l_i, acc_a, probe_row, SLOT_TILE0_C, BLOCK_N,
+                                                CONVERT, True, PROBE)
+        start = lo + BLOCK_N
+    else:
+        qa, qb, qc, qd = _load_q(q_rows, LAYOUT, SCORES)
+        if SCORES != 0:  # SCALED and ONCE: Q to e4m3 per 32 dims
+            qa, qb, qc, qd = _quantize_q(qa, qb, q8_ptr, qs_ptr, seq, split)
+        _probe(probe_row, SLOT_Q_C, qb, PROBE)
     if SCORES == 2:
         m_i, l_i, acc_a = _once_split(qa, qb, qc, qd, kv_ptr, scale_ptr, lo, hi, kv_row_stride, scale_row_stride,
                                       qk_scale_log2, BLOCK_N, CONVERT)
-        acc_b = tl.zeros([1, 1], tl.float32)
     else:
-        m_i, l_i, acc_a, acc_b = _split_loop(qa, qb, qc, qd, kv_ptr, scale_ptr, lo, full_end, hi, kv_row_stride,
-                                             scale_row_stride, qk_scale_log2, probe_row, BLOCK_N, CONVERT, LAYOUT,
-                                             PIN, SCORES, SPLIT_TAIL, PROBE)
+        m_i, l_i, acc_a, acc_b = _split_loop(qa, qb, qc, qd, kv_ptr, scale_ptr, lo, start, full_end, hi,
+                                             kv_row_stride, scale_row_stride, qk_scale_log2, m_i, l_i, acc_a, acc_b,
+                                             probe_row, BLOCK_N, CONVERT, LAYOUT, PIN, SCORES, SPLIT_TAIL, PROBE)
     _probe(probe_row, SLOT_TILES_DONE_C, l_i, PROBE)
     if LAYOUT == 1:  # dims back in order: one (16, 512) result, stored in whole rows
         acc_a = tl.reshape(tl.join(acc_a, acc_b), (NUM_HEADS_C, V_DIM_C))
     _write_result(acc_a, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
-                  qk_scale_log2, value_scale, probe_row, SCORES == 1, MERGE, FUSED_CHUNK, PROBE)
+                  qk_scale_log2, value_scale, probe_row, SCORES == 1, MERGE, FUSED_CHUNK, PROBE,
+                  WAVE_STORE_WAIT)
     if PDL:
         _griddepcontrol(False)
     _probe(probe_row, SLOT_END_C, l_i, PROBE)
@@ -1510,6 +1606,8 @@ class Variant(NamedTuple):
     scores: int = 0  # BF16_SCORES (the converted tile in bf16 dots), SCALED_SCORES or ONCE_SCORES
     merge: int = 1  # MERGE_DIRECT, MERGE_COMBINE or MERGE_FUSED
     pdl: bool = False  # COMBINE: the combine as a programmatic dependent launch (NVIDIA sm_90+)
+    wave_store_wait: bool = False  # FUSED on AMD: every wave waits for its stores before the release
+    early_tile: bool = False  # SCALED: the first tile's loads before Q is quantized (EARLY_TILE)
     gluon: bool = False  # the ONCE family's Gluon kernel (_gluon_split_kernel, gfx950), not its twin
 
     def describe(self):
@@ -1519,7 +1617,9 @@ class Variant(NamedTuple):
                 f"{self.num_warps} warps, {self.num_stages} stage(s), merge {MERGE_NAMES.get(self.merge, self.merge)}"
                 f"{', unmasked full tiles + masked tail' if self.split_tail else ''}"
                 f"{', dependent launch (PDL)' if self.pdl else ''}"
-                f"{', Gluon kernel' if self.gluon else ''}")
+                f"{', Gluon kernel' if self.gluon else ''}"
+                f"{', stores waited in every wave' if self.wave_store_wait else ''}"
+                f"{', first tile early' if self.early_tile else ''}")
 
 
 _WARNED = set()
@@ -1619,6 +1719,14 @@ def gluon_layout_problem(q, packed, scales, batch, num_splits):
     return None
 
 
+def early_tile(block_n, num_stages):
+    """SCALED: whether a form issues its first tile's loads before Q is quantized (the
+    kernel's EARLY_TILE): where the registers allow. A 2-stage 128-token loop sits at 256
+    VGPRs and spills 12-16 more with the first tile outside it (Triton 3.6.0, gfx950); every
+    other form builds spill-free with it (docs/performance.md, v11)."""
+    return block_n * num_stages <= 128
+
+
 # Variants that failed to build, fit or launch, or failed a check, in this process.
 FAILED_VARIANTS = set()
 
@@ -1636,7 +1744,8 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_S
     spill-free. SCALED family: the scaled kernel with the native conversion for the values
     (gfx950) or the portable one, then the same at one stage, then the BF16 family's
     order at SCALED_FALLBACK_TILE. A FUSED merge is tried in the first form only; every
-    form after it merges with the combine kernel (the two-launch form is its fallback).
+    form after it merges with the combine kernel (the two-launch form is its fallback); on
+    hip it waits for every wave's stores before its release (wave_store_wait).
     Where pdl_capable, the first form that merges with the combine kernel is tried with
     the combine as a dependent launch before the same form launched plainly.
     """
@@ -1652,9 +1761,10 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_S
         convert = SCALED_NATIVE.get(arch, PORTABLE)
         if os.environ.get("MLA_CONVERT") == "portable":
             convert = PORTABLE
-        order = [Variant(convert, NATURAL, 0, block_n, num_warps, num_stages, True, SCALED_SCORES)]
+        order = [Variant(convert, NATURAL, 0, block_n, num_warps, num_stages, True, SCALED_SCORES,
+                         early_tile=early_tile(block_n, num_stages))]
         if num_stages > 1:
-            order.append(order[0]._replace(num_stages=1))
+            order.append(order[0]._replace(num_stages=1, early_tile=early_tile(block_n, 1)))
         order += variants_for(arch, platform, *SCALED_FALLBACK_TILE, BF16_SCORES, merge_after)
     else:
         layout = LAYOUT_BY_ARCH.get(arch, NATURAL)
@@ -1668,7 +1778,7 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_S
         if platform == "hip":  # no inline asm at all, small tiles: spill-free without the pin
             order.append(Variant(PORTABLE, layout, 0, PLAIN_BLOCK_N, num_warps, 1))
     merged = [variant._replace(merge=merge_after) for variant in order]
-    first = [merged[0]._replace(merge=MERGE_FUSED)] if merge == MERGE_FUSED else []
+    first = [merged[0]._replace(merge=MERGE_FUSED, wave_store_wait=platform == "hip")] if merge == MERGE_FUSED else []
     if merged[0].merge == MERGE_COMBINE and pdl_capable(arch, platform):
         first.append(merged[0]._replace(pdl=True))
     return first + merged
@@ -1725,11 +1835,14 @@ def scaled_launch(batch, kv_len, num_sms):
     """The SCALED family's launch: 128-token tiles, 8 warps, 2 stages where the grid has at
     least two tiles per CU (2 waves per SIMD, the next tile's loads issued before the
     current tile's matrix instructions: the AOT build's static bound for (256, 8192) is
-    80 us, at the HBM time), else 64-token tiles with 4 warps and 1 stage, for programs
-    enough to fill the CUs (docs/performance.md)."""
+    80 us, at the HBM time), else 64-token tiles with 4 warps and 2 stages, for programs
+    enough to fill the CUs: its first tile's loads go out before Q is quantized (3 global
+    round trips to the first MFMA, 5 before), then one round trip per tile with 36 KB of
+    loads in flight per CU at its MFMAs (the 1-stage form: 2 round trips, 2.3 KB, its
+    fallback; docs/performance.md, v11)."""
     if batch * triton.cdiv(kv_len, 128) >= 2 * num_sms:
         return make_launch(128, 8, _splits_for(batch, kv_len, 128, num_sms), 2, SCALED_SCORES)
-    return make_launch(64, 4, _splits_for(batch, kv_len, 64, num_sms), 1, SCALED_SCORES)
+    return make_launch(64, 4, _splits_for(batch, kv_len, 64, num_sms), 2, SCALED_SCORES)
 
 
 def once_launch(batch, kv_len, num_sms):
@@ -1954,12 +2067,13 @@ def _launch_triton(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr,
     """_mla_split_kernel in `variant`'s form."""
     _launch_kernel(
         _mla_split_kernel, (num_splits, out.shape[0]),
-        (q, packed, scales, qo_indptr, kv_indptr, out, scratch.part_acc, scratch.part_ml, scratch.count, scratch.q8,
-         scratch.qs, scratch.count if probe is None else probe, packed.shape[0], num_splits, q.stride(0),
-         q.stride(1), packed.stride(0), scales.stride(0), qk_scale_log2, value_scale),
+        (q, packed, packed.view(torch.int32), scales, qo_indptr, kv_indptr, out, scratch.part_acc, scratch.part_ml,
+         scratch.count, scratch.q8, scratch.qs, scratch.count if probe is None else probe, packed.shape[0],
+         num_splits, q.stride(0), q.stride(1), packed.stride(0), scales.stride(0), qk_scale_log2, value_scale),
         dict(BLOCK_N=variant.block_n, CONVERT=variant.convert, LAYOUT=variant.layout, PIN=variant.pin,
              SPLIT_TAIL=variant.split_tail, SCORES=variant.scores, MERGE=variant.merge,
              FUSED_CHUNK=fused_chunk(variant, num_splits), PDL=variant.pdl,
+             WAVE_STORE_WAIT=variant.wave_store_wait, EARLY_TILE=variant.early_tile,
              PROBE=PROBE_OFF if probe is None else _probe_kind(q.device), num_warps=variant.num_warps,
              num_stages=variant.num_stages), variant.describe())
 
@@ -1988,7 +2102,7 @@ def _laid_out_like(values, template):
     alignment and the stride arguments on their values, so a kernel launched on this copy
     runs the binary a launch on `template` runs."""
     storage_elements = 1 + sum((size - 1) * stride for size, stride in zip(values.shape, template.stride()))
-    offset = 0 if template.data_ptr() % 16 == 0 else 1
+    offset = template.data_ptr() % 16 // values.element_size()  # the same address modulo 16
     storage = torch.zeros(storage_elements + offset, dtype=values.dtype, device=template.device)
     view = storage.as_strided(values.shape, template.stride(), offset)
     view.copy_(values.to(template.device))
@@ -2759,8 +2873,6 @@ TUNE_KEEP_WITHIN = 1.25  # after 3 rounds, drop candidates slower than this x th
 FLUSH_BYTES = 512 << 20  # 2x the MI355X's 256 MB memory-side cache (8x the H200's L2)
 FLUSH_REPEATS = 4  # ~0.3 ms of GPU work queued ahead of the start event hides the host's time
 # Candidates first-call tuning does not time, by platform, and why (the report says so).
-FUSED_WITHHELD = {"hip": "withheld on AMD: its release does not yet follow every wave's partial stores "
-                         "(tl.debug_barrier has no s_waitcnt vmcnt(0) before it)"}
 
 
 def fresh_tune_log():

@@ -11,6 +11,9 @@ narrower than 32 bits shares a register with its neighbours, element 0 in the lo
   op_sel[1] of the source; its low nibble to the low half; times 2^(exponent field of the
   float32 scale - 127), NaN for field 255) and `v_mov_b32`.
 
+* AMDGPU `s_waitcnt` alone (the FUSED merge's wait for a wave's stores): nothing to do in
+  an interpreter, where every store has completed when the next statement runs;
+
 * the timers of the phase probes (PTX `%clock64` / `%globaltimer`, AMDGPU `s_memtime` /
   `s_memrealtime`): a 64-bit counter that grows by one tick per read (a fake clock: the
   probes' plumbing runs, their times mean nothing on a CPU).
@@ -190,9 +193,14 @@ def _timer_read(values):
     return _Call([_interp.TensorHandle(np.full(shape, _TICKS[0], dtype=np.int64), tl.int64)])
 
 
+WAITS_ONLY = re.compile(r"^\s*s_waitcnt\s[^\n;]*(;[^\n]*)?\s*$")
+
+
 def _inline_asm(self, asm, constraints, values, result_types, is_pure, pack):
     if TIMER_READS.search(asm):
         return _timer_read(values)
+    if WAITS_ONLY.match(asm) and not values:
+        return _Call([_interp.TensorHandle(np.zeros((), dtype=np.int32), tl.int32)])
     shape = values[0].data.shape
     out_types = [t.scalar if hasattr(t, "scalar") else t for t in result_types]
     registers, position = {}, 0

@@ -59,11 +59,12 @@ def test_choose_follows_the_measured_table(on_arch):
 
 def test_choose_predicts_where_nothing_was_measured(on_arch, monkeypatch):
     """gfx950: the SCALED family (128-token tiles, 8 warps, 2 stages where the grid has two
-    tiles per CU); sm_90 without its table: the BF16 family's default launch."""
+    tiles per CU, else 64-token tiles, 4 warps, 2 stages); sm_90 without its table: the BF16
+    family's default launch."""
     on_arch("gfx950", "hip", 256)
     monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("triton", 32, 8, 2, 1)})
     assert sub.choose(4, 1024, CPU) == full(("triton", 32, 8, 2, 1))
-    assert sub.choose(4, 8192, CPU) == ("triton", 64, 4, 64, 1, sub.SCALED_SCORES, sub.MERGE_COMBINE)
+    assert sub.choose(4, 8192, CPU) == ("triton", 64, 4, 64, 2, sub.SCALED_SCORES, sub.MERGE_COMBINE)
     assert sub.choose(256, 8192, CPU) == ("triton", 128, 8, 2, 2, sub.SCALED_SCORES, sub.MERGE_COMBINE)
     on_arch("sm_90", "cuda", 132)
     monkeypatch.setitem(sub.MEASURED_DISPATCH, "sm_90", {})

@@ -284,6 +284,11 @@ def test_the_fallback_order_is_native_pinned_then_plain(sub):
     assert [(v.scores, v.convert, v.block_n, v.num_warps, v.num_stages) for v in scaled[:2]] == [
         (sub.SCALED_SCORES, sub.GFX950, 128, 8, 2), (sub.SCALED_SCORES, sub.GFX950, 128, 8, 1)]
     assert scaled[2:] == sub.variants_for("gfx950", "hip", 64, 4, 1)
+    # its first tile early where the registers allow: not in the 2-stage 128-token form
+    assert [v.early_tile for v in scaled[:2]] == [False, True]
+    small = sub.variants_for("gfx950", "hip", 64, 4, 2, sub.SCALED_SCORES)
+    assert [(v.block_n, v.num_stages, v.early_tile) for v in small[:2]] == [(64, 2, True), (64, 1, True)]
+    assert not any(v.early_tile for v in small[2:])  # the BF16 family has no such form
     # a FUSED merge: tried in the first form only, then every form with the combine kernel
     fused = sub.variants_for("sm_90", "cuda", 64, 4, 2, sub.BF16_SCORES, sub.MERGE_FUSED)
     combine = sub.variants_for("sm_90", "cuda", 64, 4, 2, sub.BF16_SCORES, sub.MERGE_COMBINE)

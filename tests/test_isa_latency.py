@@ -129,7 +129,7 @@ def test_waitcnt_operands(operands, expected):
 @pytest.mark.parametrize("mnemonic, nbytes", [
     ("global_load_dwordx4", 16), ("buffer_load_ubyte", 1), ("buffer_load_dwordx2", 8), ("global_load_dword", 4),
     ("global_load_lds_dwordx4", 16), ("buffer_load_short_d16", 2), ("global_store_dwordx4", 0),
-    ("global_atomic_add", 0), ("buffer_wbl2", 0), ("ds_read_b128", 0)])
+    ("global_atomic_add", 0), ("buffer_wbl2", 0), ("ds_read_b128", 0), ("scratch_load_dwordx2", 0)])
 def test_amdgcn_load_widths(mnemonic, nbytes):
     assert isa_latency.amdgcn_load_bytes(mnemonic) == nbytes
 
@@ -198,3 +198,47 @@ def test_sass_cp_async_groups():
     assert counts["bytes_in_flight_per_unit"] == 16 * 32
     assert counts["load_bytes_per_tile_per_unit"] == 48 * 32
     assert counts["round_trips_per_tile"] == 1
+
+
+# The FUSED merge's release as the gfx950 build emits it: the partial's stores, the wait,
+# the barrier, then one lane writes the L2 back and moves the counter.
+RELEASE = """
+    buffer_store_dwordx4 v[2:5], v1, s[4:7], 0 offen
+    buffer_store_dword v6, v7, s[4:7], 0 offen
+    s_waitcnt vmcnt(0) ; v2
+.Ltmp5:
+    s_barrier
+    s_and_saveexec_b64 s[0:1], s[2:3]
+    s_cbranch_execz .LBB0_3
+    buffer_wbl2 sc1
+    s_waitcnt vmcnt(0)
+    global_atomic_add v2, v2, v3, s[6:7] sc0
+    s_waitcnt vmcnt(0)
+    buffer_inv sc1
+.LBB0_3:
+    s_endpgm
+"""
+
+
+def test_release_order_in_every_wave():
+    found = isa_latency.release_order(RELEASE)
+    assert found["ordered"] and found["every_wave"]
+    assert (found["last_store"], found["wait"], found["barrier"], found["release"], found["atomic"]) == (1, 2, 3, 6, 8)
+
+
+@pytest.mark.parametrize("broken", [
+    "no wait (today's FUSED on gfx950)", "the wait only in the releasing lane's branch",
+    "a store after the wait", "the wait after the barrier"])
+def test_release_order_misses(broken):
+    """Each way a wave's store can still be in flight at the release is reported."""
+    asm = {
+        "no wait (today's FUSED on gfx950)": RELEASE.replace("    s_waitcnt vmcnt(0) ; v2\n", ""),
+        "the wait only in the releasing lane's branch": RELEASE.replace(
+            "    s_waitcnt vmcnt(0) ; v2\n", "    s_cbranch_execz .LBB0_2\n    s_waitcnt vmcnt(0)\n.LBB0_2:\n"),
+        "a store after the wait": RELEASE.replace(
+            "    s_waitcnt vmcnt(0) ; v2\n", "    s_waitcnt vmcnt(0) ; v2\n    buffer_store_dword v8, v7, s[4:7], 0 offen\n"),
+        "the wait after the barrier": RELEASE.replace("    s_waitcnt vmcnt(0) ; v2\n.Ltmp5:\n    s_barrier\n",
+                                                      "    s_barrier\n    s_waitcnt vmcnt(0) ; v2\n"),
+    }[broken]
+    assert asm != RELEASE
+    assert not isa_latency.release_order(asm)["ordered"]

@@ -65,6 +65,9 @@ VARIANT_FORMS = {
     # the ONCE family's standard-Triton twin of the Gluon kernel (its 128-token tiles, FORM_BLOCK_N)
     "once-portable": ("PORTABLE", "NATURAL", 0, False, "ONCE_SCORES"),
     "once-gfx950": ("GFX950", "NATURAL", 0, False, "ONCE_SCORES"),
+    # the first tile's loads before Q is quantized, that tile before the loop (EARLY_TILE)
+    "scaled-portable-early": ("PORTABLE", "NATURAL", 0, True, "SCALED_SCORES", True),
+    "scaled-gfx950-early": ("GFX950", "NATURAL", 0, True, "SCALED_SCORES", True),
 }
 FORM_BLOCK_N = {"once-portable": 128, "once-gfx950": 128}  # the twin's token groups are the Gluon kernel's
 GPU_ONLY_ON = {"PTX_SM90": "cuda", "GFX950": "hip"}  # native asm builds on one platform only
@@ -77,26 +80,26 @@ PIN_PLATFORM = {1: "cuda", 2: "hip"}
 
 def force_variant(sub, monkeypatch, name):
     """Make every plan run the named variant only (no fallback) -> the expected fields."""
-    convert, layout, pin, split_tail, family = VARIANT_FORMS[name]
+    convert, layout, pin, split_tail, family, *early = VARIANT_FORMS[name]
     platform = sub._platform(_device())
     needs = {GPU_ONLY_ON.get(convert), PIN_PLATFORM.get(pin)} - {None}
     if platform != "cpu" and needs - {platform}:
         pytest.skip(f"{name} builds on {needs} only")
-    form = (getattr(sub, convert), getattr(sub, layout), pin, split_tail, getattr(sub, family))
+    form = (getattr(sub, convert), getattr(sub, layout), pin, split_tail, getattr(sub, family), bool(early))
     min_block_n = GPU_MIN_BLOCK_N.get(name, 1) if platform != "cpu" else 1
     merge_of = (lambda merge: sub.MERGE_COMBINE if merge == sub.MERGE_FUSED else merge) \
         if form[4] == sub.ONCE_SCORES else (lambda merge: merge)
     monkeypatch.setattr(sub, "variants_for", lambda arch, platform, block_n, num_warps, num_stages=1, scores=0,
                         merge=sub.MERGE_COMBINE: [sub.Variant(
                             form[0], form[1], form[2], FORM_BLOCK_N.get(name, max(block_n, min_block_n)), num_warps,
-                            num_stages, form[3], form[4], merge_of(merge))])
+                            num_stages, form[3], form[4], merge_of(merge), early_tile=form[5])])
     return form
 
 
 def ran(sub):
-    """(convert, layout, pin, split_tail, family) of the variant the last plan ran."""
+    """(convert, layout, pin, split_tail, family, early_tile) of the variant the last plan ran."""
     variant = last_plan(sub).variant
-    return (variant.convert, variant.layout, variant.pin, variant.split_tail, variant.scores)
+    return (variant.convert, variant.layout, variant.pin, variant.split_tail, variant.scores, variant.early_tile)
 
 
 def expected_for(sub, form, data):

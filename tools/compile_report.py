@@ -69,7 +69,8 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 import submission as sub  # noqa: E402
-from isa_latency import isa_latency_counts, loop_region, parse_amdgcn, sass_latency_counts  # noqa: E402
+from isa_latency import (isa_latency_counts, loop_region, parse_amdgcn, release_order,  # noqa: E402
+                         sass_latency_counts)
 
 # name -> (GPUTarget, architecture name in submission.py, compute units, platform)
 TARGETS = {
@@ -115,8 +116,8 @@ MFMA_CYCLES = {
     "v_mfma_scale_f32_16x16x128_f8f6f4 fp4 x fp4": 16,
 }
 MFMA_MACS_PER_CYCLE = 512
-SPLIT_SIGNATURE = {"q_ptr": "*bf16", "kv_ptr": "*u8", "scale_ptr": "*u8", "qo_indptr_ptr": "*i32",
-                   "kv_indptr_ptr": "*i32", "out_ptr": "*bf16", "part_acc_ptr": "*fp32",
+SPLIT_SIGNATURE = {"q_ptr": "*bf16", "kv_ptr": "*u8", "kv_words_ptr": "*i32", "scale_ptr": "*u8",
+                   "qo_indptr_ptr": "*i32", "kv_indptr_ptr": "*i32", "out_ptr": "*bf16", "part_acc_ptr": "*fp32",
                    "part_ml_ptr": "*fp32", "count_ptr": "*i32", "q8_ptr": "*u8", "qs_ptr": "*u8",
                    "probe_ptr": "*i64", "total_kv": "i32", "num_splits": "i32",
                    "q_row_stride": "i32", "q_head_stride": "i32", "kv_row_stride": "i32",
@@ -166,7 +167,8 @@ def _build_spec(variant, num_splits=1):
     return (sub._mla_split_kernel, SPLIT_SIGNATURE,
             {"BLOCK_N": variant.block_n, "CONVERT": variant.convert, "LAYOUT": variant.layout, "PIN": variant.pin,
              "SPLIT_TAIL": variant.split_tail, "SCORES": variant.scores, "MERGE": variant.merge,
-             "PROBE": sub.PROBE_OFF, "FUSED_CHUNK": sub.fused_chunk(variant, num_splits), "PDL": variant.pdl})
+             "PROBE": sub.PROBE_OFF, "FUSED_CHUNK": sub.fused_chunk(variant, num_splits), "PDL": variant.pdl,
+             "WAVE_STORE_WAIT": variant.wave_store_wait, "EARLY_TILE": variant.early_tile})
 
 
 def launches_per_call(variant):
@@ -441,6 +443,24 @@ def pdl_steps(ptx):
             "signal_last": bool(found["signal"]) and min(found["signal"]) > max(found["store"], default=-1)}
 
 
+def fused_forms(target_name):
+    """Every FUSED split-kernel build the dispatch or first-call tuning can launch on the
+    target (the first form of each FUSED candidate of tune_candidates over the leaderboard
+    cases, and of the dispatched launches, per merge chunk): {(Variant, FUSED_CHUNK): a
+    split count it runs at}."""
+    _, arch, _, platform = TARGETS[target_name]
+    forms = {}
+    with _dispatching_as(target_name):
+        choices = [c for case in LEADERBOARD_CASES for c in sub.tune_candidates(*case, sub.torch.device("cpu"))]
+    launches = [sub.make_launch(*c[1:]) for c in choices if c[0] == "triton"] + dispatched_launches(target_name)
+    for launch in launches:
+        if launch.num_splits > 1:
+            variant = sub.variants_for(arch, platform, launch.block_n, launch.num_warps, launch.num_stages,
+                                       launch.scores, sub.MERGE_FUSED)[0]
+            forms.setdefault((variant, sub.fused_chunk(variant, launch.num_splits)), launch.num_splits)
+    return forms
+
+
 def compile_one(target_name, fn, signature, consts, num_warps, num_stages) -> dict:
     target = TARGETS[target_name][0]
     src = ASTSource(fn=fn, signature=signature, constexprs=consts,
@@ -460,6 +480,8 @@ def compile_one(target_name, fn, signature, consts, num_warps, num_stages) -> di
         return {**row, "error": f"{type(exc).__name__}: {exc}"[-2000:]}
     if target.backend == "hip":
         row.update(_amdgcn_report(compiled.asm["amdgcn"], compiled.metadata.shared, consts, num_warps))
+        if consts.get("MERGE") == sub.MERGE_FUSED:
+            row["release"] = release_order(compiled.asm["amdgcn"])
     else:
         row.update(_sass_report(compiled, consts, num_warps))
         if consts.get("PDL"):

@@ -224,8 +224,9 @@ _LOAD_WIDTHS = {"ubyte": 1, "sbyte": 1, "ushort": 2, "sshort": 2, "short": 2, "d
 
 def amdgcn_load_bytes(mnemonic):
     """Bytes per lane a vector memory load (global/buffer/flat, the -> LDS forms included)
-    reads; 0 for anything else (stores, atomics, cache operations)."""
-    if not mnemonic.startswith(VMEM_PREFIXES) or "_load" not in mnemonic:
+    reads; 0 for anything else (stores, atomics, cache operations, and scratch: a spill's
+    reload is a round trip, not data the kernel streams)."""
+    if not mnemonic.startswith(VMEM_PREFIXES) or "_load" not in mnemonic or mnemonic.startswith("scratch_"):
         return 0
     width = re.search(r"_load(?:_lds)?_(\w+?)(?:_d16(?:_hi)?)?$", mnemonic)
     if not width:
@@ -397,3 +398,47 @@ def sass_latency_counts(sass_text, warps_per_sm, matrix_prefix="HMMA"):
     if loop is not None:
         loop = (spans[loop[0]][0], spans[loop[1]][1])
     return _counts(ops, loop, NVIDIA_LANES, warps_per_sm)
+
+
+# ---------------------------------------------------------------------------------------
+# the FUSED merge's release on gfx950
+# ---------------------------------------------------------------------------------------
+
+def _vector_store(mnemonic):
+    return mnemonic.startswith(VMEM_PREFIXES) and "_store" in mnemonic
+
+
+def release_order(asm_text):
+    """Where a gfx950 kernel's release of its stores sits, for the FUSED merge: the first
+    returning atomic (global_/buffer_atomic with sc0, the finished-split counter) and, before
+    it, the release (buffer_wbl2), the s_barrier before that, the last s_waitcnt vmcnt(0)
+    before the barrier and the last vector store before the atomic (instruction indices,
+    None where absent). every_wave: that wait is in the barrier's basic block (no block
+    label .LBB* and no branch between them), so every wave that reaches the barrier has
+    executed it.
+    ordered: last store < wait < barrier < release < atomic, with every_wave -- each wave's
+    stores complete (in the L2) before any wave passes the barrier, and one lane writes the
+    L2 back and then moves the counter."""
+    labels, instructions = parse_amdgcn(asm_text)
+    found = {"atomic": None, "release": None, "barrier": None, "wait": None, "last_store": None}
+    for index, mnemonic, operands in instructions:
+        if mnemonic.startswith(("global_atomic", "buffer_atomic")) and re.search(r"\b(sc0|glc)\b", operands):
+            found["atomic"] = index
+            break
+    if found["atomic"] is None:
+        return {**found, "every_wave": False, "ordered": False}
+    before = instructions[:found["atomic"]]
+    found["last_store"] = max((i for i, m, _ in before if _vector_store(m)), default=None)
+    found["release"] = max((i for i, m, _ in before if m == "buffer_wbl2"), default=None)
+    if found["release"] is not None:
+        found["barrier"] = max((i for i, m, _ in before[:found["release"]] if m == "s_barrier"), default=None)
+    if found["barrier"] is not None:
+        found["wait"] = max((i for i, m, o in before[:found["barrier"]]
+                             if m == "s_waitcnt" and _waitcnt(o).get("vm") == 0), default=None)
+    wait, barrier = found["wait"], found["barrier"]
+    blocks = [at for name, at in labels.items() if name.startswith(".LBB")]  # .Ltmp*: debug-line labels
+    every_wave = wait is not None and not any(wait < at <= barrier for at in blocks) and not any(
+        m.startswith(("s_branch", "s_cbranch", "s_setpc")) for _, m, _ in instructions[wait:barrier])
+    steps = [found[k] for k in ("last_store", "wait", "barrier", "release", "atomic")]
+    ordered = every_wave and None not in steps and steps == sorted(steps) and len(set(steps)) == len(steps)
+    return {**found, "every_wave": every_wave, "ordered": ordered}
