@@ -2815,9 +2815,9 @@ def _fused_twins(choices):
 
 def _scaled_candidates(batch, kv_len, num_sms):
     """The SCALED family's launches around its prediction: 128-token tiles with 8 warps at
-    2 stages and 1, 64-token tiles with 4 warps; half, the predicted and twice the
-    predicted split count."""
-    shapes = [(128, 8, 2), (128, 8, 1), (64, 4, 1)]
+    2 stages and 1, 64-token tiles with 4 warps at 2 stages and 1; half, the predicted and
+    twice the predicted split count."""
+    shapes = [(128, 8, 2), (128, 8, 1), (64, 4, 2), (64, 4, 1)]
     found = []
     for block_n, warps, stages in shapes:
         tiles = max(1, -(-kv_len // block_n))
