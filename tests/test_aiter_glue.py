@@ -148,7 +148,7 @@ def test_real_aiter_python_signatures_start_like_f3be04a():
 @pytestmark_double
 def test_non_contiguous_q_reaches_aiter_contiguous(fake):
     data = ref.generate_input(2, 1, 32, seed=46, device=DEVICE)
-    wide = torch.zeros((2, 16, 640), dtype=torch.bfloat16)
+    wide = torch.zeros((2, 16, 640), dtype=torch.bfloat16, device=DEVICE)
     wide[..., :576] = data[0]
     q = wide[..., :576]
     assert not q.is_contiguous()

@@ -8,8 +8,8 @@ first, or name it in an entry: an untracked file that an entry's path or tests n
 copied too) go to a temporary directory; nothing else does (no .venv, caches or other
 untracked files). The runner's Triton, which tests/test_compile_targets.py needs, is found
 through RUNNER_TRITON_DIR, or else in this repository's own .ci/triton-<version> when it is
-there. First the union of the listed tests must PASS in the copy unmodified (the control),
-then each bug is applied to a copy of its own and its tests run (pytest -x); a bug whose
+there. First the union of the listed tests must PASS in the copy unmodified (the control,
+spread over --jobs processes by pytest-xdist where it is installed), then each bug is applied to a copy of its own and its tests run (pytest -x); a bug whose
 tests still pass is MISSED. One line per bug as it finishes, then the count. Exit 0 when
 every bug is caught, 1 otherwise. CI runs it (.ci/run).
 """
@@ -81,6 +81,14 @@ def runner_triton_env() -> dict:
     return env
 
 
+def parallel_args(jobs: int) -> list:
+    """pytest-xdist's options for the control run (its test files split over `jobs` processes,
+    each file whole in one, so a module's fixtures build once), where xdist is installed."""
+    if jobs < 2 or importlib.util.find_spec("xdist") is None:
+        return []
+    return ["-n", str(jobs), "--dist", "loadfile"]
+
+
 def run_pytest(workdir: Path, args, timeout_s=TIMEOUT_S):
     env = runner_triton_env()
     started = time.time()
@@ -128,7 +136,7 @@ def main():
         copy_repository(pristine, mutations)
         control_args = sorted({a for m in mutations for a in m["args"] if a.startswith("tests/")})
         test_files = {a.split("::")[0] for a in control_args}
-        code, tail, seconds = run_pytest(pristine, control_args, CONTROL_TIMEOUT_S)
+        code, tail, seconds = run_pytest(pristine, parallel_args(options.jobs) + control_args, CONTROL_TIMEOUT_S)
         print(f"control (unmodified; {len(control_args)} test ids in {len(test_files)} test files): "
               f"{'pass' if code == 0 else 'FAIL'} in {seconds:.0f} s: {tail}", flush=True)
         if code != 0:
