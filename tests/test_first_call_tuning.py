@@ -87,7 +87,7 @@ def test_ranking_starts_with_the_prediction_and_stays_near_it(sub, monkeypatch):
                                   (256, 1024), (256, 8192)])
 def test_on_gfx950_every_family_and_merge_is_a_candidate(sub, monkeypatch, case):
     """On the runner's machine every case's list holds the SCALED prediction and its split
-    neighbours, the 64-token 2-stage SCALED shape where the grid is small, DIRECT where one
+    neighbours, the 64-token SCALED shape at 2 stages and 1 where the grid is small, DIRECT where one
     split per sequence fills the GPU, one BF16 launch, the ONCE family's Gluon kernel where
     Gluon imports, aiter, and the FUSED form of the prediction, unless FUSED_WITHHELD names
     the platform (then it is listed as withheld, with the reason)."""
@@ -103,7 +103,7 @@ def test_on_gfx950_every_family_and_merge_is_a_candidate(sub, monkeypatch, case)
         if 1 <= splits <= tiles:
             assert predicted[:2] + (predicted.num_stages, splits) in scaled, splits
     if batch * triton_cdiv(kv_len, 128) < 2 * 256:
-        assert any(l[:3] == (64, 4, 2) for l in scaled)
+        assert {(64, 4, 2), (64, 4, 1)} <= {l[:3] for l in scaled}
     if batch >= 256:
         assert any(l.merge == sub.MERGE_DIRECT and l.scores == sub.SCALED_SCORES for l in launches)
     assert sum(l.scores == sub.BF16_SCORES for l in launches) == 1
