@@ -356,7 +356,8 @@ FAMILY_NAMES = {BF16_SCORES: "bf16", SCALED_SCORES: "scaled", ONCE_SCORES: "once
 # a program whose later score exceeds that reference by more than 2^ONCE_OVERFLOW_LOG2 in p
 # runs its tiles again from the true maximum. On gfx950 the Gluon kernel
 # (_gluon_split_kernel), elsewhere and in the interpreter its standard-Triton twin
-# (_once_tiles); the SCALED family is its fallback. No FUSED merge (the Gluon kernel has none).
+# (_once_tiles); the SCALED family is its fallback. All three merges (the Gluon kernel's FUSED
+# release and acquire are its own asm around a buffer atomic: _gl_release_and_count).
 ONCE_GROUPS = 4
 ONCE_OVERFLOW_LOG2 = 16.0
 COMBINE_MAX_CHUNK = 32  # splits the combine kernel holds in registers at once (a running rescale across chunks)
@@ -1010,7 +1011,6 @@ def _mla_split_kernel(
     tl.static_assert((LAYOUT == 0) | (LAYOUT == 1), "LAYOUT must be NATURAL or EVEN_ODD")
     tl.static_assert((SCORES == 0) | ((LAYOUT == 0) & (CONVERT != 1)), "SCALED reads NATURAL words, no PTX")
     tl.static_assert((MERGE >= 0) & (MERGE <= 2), "MERGE must be DIRECT, COMBINE or FUSED")
-    tl.static_assert((SCORES != 2) | (MERGE != 2), "the ONCE family merges DIRECT or COMBINE")
     tl.static_assert((not PDL) | (MERGE == 1), "PDL: the combine is the dependent launch")
     tl.static_assert((not EARLY_TILE) | (SCORES == 1), "EARLY_TILE: the SCALED family's first tile")
     probe_row = probe_ptr + (tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)) * PROBE_SLOTS_C
@@ -1181,6 +1181,8 @@ if gl is not None:
 
     # Triton 3.6 names it _reinterpret, later ones reinterpret
     GL_PUBLIC_REINTERPRET = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
+    # the workgroup barrier: thread_barrier in Triton 3.6, barrier from 3.7 on
+    _gl_workgroup_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier
 
     @gluon.jit
     def _gl_reinterpret(desc, dtype: gl.constexpr, shape: gl.constexpr, layout: gl.constexpr):
@@ -1329,11 +1331,69 @@ if gl is not None:
         gl.amd.cdna4.buffer_store(merged, ptr, base + dims + 8 * q)
 
     @gluon.jit
+    def _gl_release_and_count(count_ptr, seq):
+        """FUSED: every wave waits for its own stores (s_waitcnt vmcnt(0): s_barrier orders
+        instructions, not memory), the barrier, then one lane writes the L2 back (buffer_wbl2
+        sc1: the release; other XCDs have L2s of their own) and adds 1 to count[seq] (a
+        returning buffer atomic). -> the count after this program's add, the same in every
+        lane (_gl_merge_splits starts with the acquire). The fences are our own asm: a buffer
+        atomic's intrinsic carries no memory order."""
+        lanes_l: gl.constexpr = gl.BlockedLayout([1], [64], [4], [0])
+        lane = gl.arange(0, 256, layout=lanes_l)  # the 4 warps x 64 lanes
+        lane = gl.inline_asm_elementwise("s_waitcnt vmcnt(0)", "=v,0", [lane], dtype=gl.int32, is_pure=False,
+                                         pack=1)
+        _gl_workgroup_barrier()
+        first = lane == 0
+        lane = gl.inline_asm_elementwise("buffer_wbl2 sc1\n s_waitcnt vmcnt(0)", "=v,0", [lane], dtype=gl.int32,
+                                         is_pure=False, pack=1)
+        before = gl.amd.cdna4.buffer_atomic_add(count_ptr.to(gl.pointer_type(gl.uint32)), lane * 0 + seq,
+                                                gl.full(lane.shape, 1, gl.uint32, lanes_l), mask=first,
+                                                sem="relaxed", scope="gpu")  # CDNA4's integer add: uint32
+        return gl.max(gl.where(first, before.to(gl.int32), 0), axis=0) + 1
+
+    @gluon.jit
+    def _gl_merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2):
+        """FUSED, the sequence's last program: out[seq] from its num_splits partials, one split
+        at a time with a running rescale, as _merge_splits computes it (value_scale 1: the
+        gfx950 conversion has no shift). First the acquire, in every wave once it knows the
+        count: buffer_inv sc1 drops the CU's and the XCD's cached lines, so the partials of
+        programs on other XCDs are read from memory (every address below depends on its
+        result, so no load moves above it)."""
+        acc_l: gl.constexpr = gl.BlockedLayout([1, 4], [2, 32], [4, 1], [1, 0])  # 16 B per lane per row
+        head_l: gl.constexpr = gl.SliceLayout(1, acc_l)
+        heads = gl.inline_asm_elementwise("buffer_inv sc1", "=v,0", [gl.arange(0, NUM_HEADS_C, layout=head_l)],
+                                          dtype=gl.int32, is_pure=False, pack=1)
+        rows = heads[:, None] * V_DIM_C + gl.arange(0, V_DIM_C, layout=gl.SliceLayout(0, acc_l))[None, :]
+        m_run = gl.full([NUM_HEADS_C], float("-inf"), gl.float32, head_l)
+        l_run = gl.zeros([NUM_HEADS_C], gl.float32, head_l)
+        acc_run = gl.zeros([NUM_HEADS_C, V_DIM_C], gl.float32, acc_l)
+        invalid = gl.zeros([NUM_HEADS_C], gl.int32, head_l)
+        for split in range(0, num_splits):
+            part = seq * num_splits + split
+            m = gl.amd.cdna4.buffer_load(part_ml_ptr, part * (2 * NUM_HEADS_C) + heads)
+            l = gl.amd.cdna4.buffer_load(part_ml_ptr, part * (2 * NUM_HEADS_C) + NUM_HEADS_C + heads)
+            acc = gl.amd.cdna4.buffer_load(part_acc_ptr, part * (NUM_HEADS_C * V_DIM_C) + rows)
+            invalid = gl.maximum(invalid, (m != m).to(gl.int32))
+            m = gl.where(m != m, float("-inf"), m)
+            m_new = gl.maximum(m_run, m)
+            m_ref = gl.where(m_new > float("-inf"), m_new, 0.0)  # exp2(-inf) = 0 for empty splits
+            run_weight = gl.exp2((m_run - m_ref) * qk_scale_log2)
+            weight = gl.exp2((m - m_ref) * qk_scale_log2)
+            acc_run = acc_run * run_weight[:, None] + acc * weight[:, None]
+            l_run = l_run * run_weight + l * weight
+            m_run = m_new
+        norm = gl.where(l_run > 0, 1.0 / l_run, 0.0)
+        norm = gl.where(invalid > 0, float("nan"), norm)
+        gl.amd.cdna4.buffer_store((acc_run * norm[:, None]).to(gl.bfloat16), out_ptr,
+                                  seq * (NUM_HEADS_C * V_DIM_C) + rows)
+
+    @gluon.jit
     def _gl_write(m_ref, l_i, accs, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr,
-                  qk_scale_log2, MERGE: gl.constexpr):
+                  count_ptr, qk_scale_log2, MERGE: gl.constexpr):
         """The four warps' (m_ref, l, acc) merged into the program's result, written by MERGE
         as _write_result writes it (DIRECT: normalized bf16, NaN rows for an invalid range,
-        zeros for an empty one; COMBINE: the float32 partial, m NaN for an invalid range)."""
+        zeros for an empty one; COMBINE: the float32 partial, m NaN for an invalid range;
+        FUSED: that partial, then the merge by the sequence's last program)."""
         out_l: gl.constexpr = gl.SliceLayout(0, GL_MMA_V)
         m_all = gl.max(m_ref, axis=0)
         weight = gl.exp2((m_ref - gl.expand_dims(gl.where(m_all == float("-inf"), 0.0, m_all), 0)) * qk_scale_log2)
@@ -1363,6 +1423,10 @@ if gl is not None:
             gl.amd.cdna4.buffer_store(gl.convert_layout(gl.where(range_ok, m_all, float("nan")), ml_l), part_ml_ptr,
                                       rows)
             gl.amd.cdna4.buffer_store(gl.convert_layout(l_all, ml_l), part_ml_ptr, rows + NUM_HEADS_C)
+            if MERGE == 2:  # FUSED: the sequence's last program merges (see _write_result)
+                finished = _gl_release_and_count(count_ptr, seq)
+                if (finished & (num_splits - 1)) == 0:
+                    _gl_merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2)
 
     @gluon.jit
     def _gl_store_q(q8, qs, q8r, qsr, q8_ptr, qs_ptr, seq):
@@ -1384,15 +1448,14 @@ if gl is not None:
 
     @gluon.jit(do_not_specialize=["total_kv", "num_splits", "scale_words"])
     def _gluon_split_kernel(
-        q_ptr, kv_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr, part_acc_ptr, part_ml_ptr, q8_ptr, qs_ptr,
-        total_kv, num_splits, scale_words, q_row_stride, q_head_stride, kv_row_stride, scale_row_words, qk_scale_log2,
+        q_ptr, kv_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr, q8_ptr,
+        qs_ptr, total_kv, num_splits, scale_words, q_row_stride, q_head_stride, kv_row_stride, scale_row_words, qk_scale_log2,
         BLOCK_N: gl.constexpr, MERGE: gl.constexpr,
     ):
-        """_mla_split_kernel's program (same grid, arguments and results; MERGE DIRECT or
-        COMBINE) in the data flow drawn above. scale_ptr: the e8m0 bytes, 4-byte aligned rows
+        """_mla_split_kernel's program (same grid, arguments and results; MERGE DIRECT, COMBINE
+        or FUSED) in the data flow drawn above. scale_ptr: the e8m0 bytes, 4-byte aligned rows
         of scale_row_words int32 words (>= 5), scale_words the words the buffer holds."""
         gl.static_assert(BLOCK_N == 128, "the warp-split layouts are written for 128-token tiles")
-        gl.static_assert((MERGE == 0) | (MERGE == 1), "MERGE must be DIRECT or COMBINE")
         split = gl.program_id(0)
         seq = gl.program_id(1)
         # Q's loads first, then the range, then the first two tiles' copies, then Q is quantized
@@ -1449,7 +1512,7 @@ if gl is not None:
                                                  rows_end, kv_row_stride, scale_row_words, scale_words,
                                                  qk_scale_log2, BLOCK_N)
         _gl_write(m_ref, l_i, accs, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr,
-                  qk_scale_log2, MERGE)
+                  count_ptr, qk_scale_log2, MERGE)
 
 
 # =======================================================================================
@@ -1819,9 +1882,6 @@ def make_launch(*fields):
         return launch._replace(merge=MERGE_DIRECT)
     if launch.merge == MERGE_DIRECT:
         return launch._replace(merge=MERGE_COMBINE)
-    if launch.merge == MERGE_FUSED and launch.scores == ONCE_SCORES:
-        _fail(ValueError, f"the once family merges several splits with the combine kernel (no FUSED form); "
-                          f"got {tuple(fields)}")
     return launch
 
 
@@ -2056,8 +2116,8 @@ def _launch_gluon(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, 
     """The ONCE family's Gluon split kernel (gluon_layout_problem must be None for these tensors)."""
     _launch_kernel(
         _gluon_split_kernel, (num_splits, out.shape[0]),
-        (q, packed, scales, qo_indptr, kv_indptr, out, scratch.part_acc, scratch.part_ml, scratch.q8, scratch.qs,
-         packed.shape[0], num_splits, _storage_bytes(scales) // WORD_BYTES, q.stride(0), q.stride(1),
+        (q, packed, scales, qo_indptr, kv_indptr, out, scratch.part_acc, scratch.part_ml, scratch.count, scratch.q8,
+         scratch.qs, packed.shape[0], num_splits, _storage_bytes(scales) // WORD_BYTES, q.stride(0), q.stride(1),
          packed.stride(0), scales.stride(0) // WORD_BYTES, qk_scale_log2),
         dict(BLOCK_N=variant.block_n, MERGE=variant.merge, num_warps=variant.num_warps), variant.describe())
 
@@ -2809,8 +2869,7 @@ WIDE_BLOCK_N = {"cuda": (128,)}
 def _fused_twins(choices):
     """The FUSED-merge form of each Triton choice of several splits."""
     return [("triton", *make_launch(*choice[1:6], MERGE_FUSED)) for choice in choices
-            if choice[0] == "triton" and make_launch(*choice[1:]).num_splits > 1
-            and make_launch(*choice[1:]).scores != ONCE_SCORES]
+            if choice[0] == "triton" and make_launch(*choice[1:]).num_splits > 1]
 
 
 def _scaled_candidates(batch, kv_len, num_sms):
@@ -2939,7 +2998,8 @@ def candidate_groups(batch, kv_len, device):
     neighbours; 64-token tiles at 2 stages and 1 where the grid is small (fewer than two
     128-token tiles per CU); one split per sequence (DIRECT) where that fills the GPU; the
     FUSED form of the prediction; one BF16-family launch (default_launch); where
-    gluon_capable, the ONCE family's Gluon kernel (once_launch) and its split neighbours. Elsewhere, the
+    gluon_capable, the ONCE family's Gluon kernel (once_launch), its split neighbours and its
+    FUSED form. Elsewhere, the
     BF16 family: the prediction and its split-count neighbours, the other tile sizes (128 with
     8 warps on NVIDIA) and their neighbours, two stages where the platform pipelines them,
     DIRECT where it fills the GPU, the FUSED forms of the prediction's group. aiter where it
@@ -2956,9 +3016,11 @@ def candidate_groups(batch, kv_len, device):
             groups.append(("scaled 64-token", [("triton", *make_launch(64, 4, splits, stages, SCALED_SCORES))
                                                for stages in (2, 1)]))
         groups.append(("bf16", [("triton", *default_launch(batch, kv_len, num_sms))]))
-        if gluon_capable(_arch(device)):  # the ONCE family's Gluon kernel, its split neighbours
-            groups.append(("once (Gluon)", _split_neighbours(once_launch(batch, kv_len, num_sms), kv_len)))
         fused_from = main[:1]
+        if gluon_capable(_arch(device)):  # the ONCE family's Gluon kernel, its split neighbours
+            once = _split_neighbours(once_launch(batch, kv_len, num_sms), kv_len)
+            groups.append(("once (Gluon)", once))
+            fused_from = fused_from + once[:1]
     else:
         base = default_launch(batch, kv_len, num_sms)
         main = _split_neighbours(base, kv_len)

@@ -513,7 +513,8 @@ def as_gfx950(sub, monkeypatch):
 def test_the_once_family_order_is_the_gluon_kernel_then_the_scaled_family(sub, monkeypatch):
     """gfx950 with Gluon: the Gluon kernel (128-token tiles, 4 warps), then the SCALED
     family's order at ONCE_FALLBACK_TILE; without it (or another tile, or elsewhere) the
-    standard-Triton twin first; no FUSED form of the family."""
+    standard-Triton twin first; a FUSED launch tries the first form FUSED, then merges with
+    the combine kernel."""
     monkeypatch.setattr(sub, "gluon_capable", lambda arch: arch == "gfx950")
     once = sub.variants_for("gfx950", "hip", 128, 4, 1, sub.ONCE_SCORES, sub.MERGE_COMBINE)
     assert once[0] == sub.Variant(sub.GFX950, sub.NATURAL, 0, 128, 4, 1, False, sub.ONCE_SCORES, sub.MERGE_COMBINE,
@@ -526,8 +527,10 @@ def test_the_once_family_order_is_the_gluon_kernel_then_the_scaled_family(sub, m
         assert (first.scores, first.gluon, first.convert) == (sub.ONCE_SCORES, False, convert), arch
     monkeypatch.setattr(sub, "gluon_capable", lambda arch: False)
     assert not sub.variants_for("gfx950", "hip", 128, 4, 1, sub.ONCE_SCORES)[0].gluon
-    with pytest.raises(ValueError, match="no FUSED form"):
-        sub.make_launch(128, 4, 4, 1, sub.ONCE_SCORES, sub.MERGE_FUSED)
+    monkeypatch.setattr(sub, "gluon_capable", lambda arch: arch == "gfx950")
+    fused = sub.variants_for("gfx950", "hip", 128, 4, 1, sub.ONCE_SCORES, sub.MERGE_FUSED)
+    assert fused[0] == once[0]._replace(merge=sub.MERGE_FUSED, wave_store_wait=True) and fused[1:] == once
+    assert sub.make_launch(128, 4, 4, 1, sub.ONCE_SCORES, sub.MERGE_FUSED).merge == sub.MERGE_FUSED
 
 
 def test_gluon_capable_needs_gluon_and_gfx950(sub, monkeypatch):

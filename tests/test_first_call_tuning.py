@@ -89,8 +89,9 @@ def test_on_gfx950_every_family_and_merge_is_a_candidate(sub, monkeypatch, case)
     """On the runner's machine every case's list holds the SCALED prediction and its split
     neighbours, the 64-token SCALED shape at 2 stages and 1 where the grid is small, DIRECT where one
     split per sequence fills the GPU, one BF16 launch, the ONCE family's Gluon kernel where
-    Gluon imports, aiter, and the FUSED form of the prediction, unless FUSED_WITHHELD names
-    the platform (then it is listed as withheld, with the reason)."""
+    Gluon imports, aiter, and the FUSED forms of the prediction and of the Gluon kernel's
+    launch, unless FUSED_WITHHELD names the platform (then each is listed as withheld, with
+    the reason)."""
     simulate_mi355x(sub, monkeypatch)
     batch, kv_len = case
     ranked = sub.ranked_candidates(batch, kv_len, CPU)
@@ -108,19 +109,22 @@ def test_on_gfx950_every_family_and_merge_is_a_candidate(sub, monkeypatch, case)
         assert any(l.merge == sub.MERGE_DIRECT and l.scores == sub.SCALED_SCORES for l in launches)
     assert sum(l.scores == sub.BF16_SCORES for l in launches) == 1
     assert ("aiter",) in ranked
-    once = ("triton", *sub.once_launch(batch, kv_len, 256))
+    once_launch = sub.once_launch(batch, kv_len, 256)
+    once = ("triton", *once_launch)
     assert (once in ranked) == sub.gluon_capable("gfx950")
     with monkeypatch.context() as without_gluon:  # a Triton without Gluon: no ONCE candidate
         without_gluon.setattr(sub, "gl", None)
         assert not any(launch_of(sub, c).scores == sub.ONCE_SCORES
                        for c in sub.ranked_candidates(batch, kv_len, CPU) if c[0] == "triton")
-    fused = ("triton", *predicted._replace(merge=sub.MERGE_FUSED))
-    assert (fused in ranked) == (predicted.num_splits > 1)  # right on AMD since issue 24
+    fused = [("triton", *launch._replace(merge=sub.MERGE_FUSED)) for launch in (predicted, once_launch)
+             if launch.num_splits > 1 and (launch is predicted or sub.gluon_capable("gfx950"))]
+    assert all(choice in ranked for choice in fused)  # right on AMD since issue 24
+    assert any(launch_of(sub, c).merge == sub.MERGE_FUSED for c in ranked if c[0] == "triton") == bool(fused)
     with monkeypatch.context() as withholding:  # a platform where the FUSED merge is not right
         withholding.setitem(sub.FUSED_WITHHELD, "hip", "withheld on AMD: a reason")
         _, withheld = sub.candidate_groups(batch, kv_len, CPU)
-        assert fused not in sub.ranked_candidates(batch, kv_len, CPU)
-        assert withheld == ([(fused, "withheld on AMD: a reason")] if predicted.num_splits > 1 else [])
+        assert not any(choice in sub.ranked_candidates(batch, kv_len, CPU) for choice in fused)
+        assert withheld == [(choice, "withheld on AMD: a reason") for choice in fused]
 
 
 def triton_cdiv(a, b):

@@ -148,21 +148,23 @@ def test_the_combine_kernel_in_half_rows(fresh_plans, monkeypatch, family):
     assert_matches_exact(out, data, expected(sub, family, data))
 
 
-@pytest.mark.parametrize("splits", [1, 2, 4])
-def test_the_once_family_merges_direct_and_combine_with_empty_single_token_and_invalid_ranges(fresh_plans,
-                                                                                              monkeypatch, splits):
+@pytest.mark.parametrize("splits, merge", [(1, "combine"), (2, "combine"), (4, "combine"), (2, "fused"),
+                                           (4, "fused")])
+def test_the_once_family_merges_direct_combine_and_fused_with_empty_single_token_and_invalid_ranges(
+        fresh_plans, monkeypatch, splits, merge):
     """The ONCE family (here its standard-Triton twin, the Gluon kernel's data flow) in
-    128-token tiles: one split (DIRECT), two and four (COMBINE: splits of one tile, empty
-    splits); sequences of 300, 0, 1 and 129 tokens (a partial tile, a one-token one, an
+    128-token tiles: one split (DIRECT), two and four (COMBINE and FUSED: splits of one tile,
+    empty splits); sequences of 300, 0, 1 and 129 tokens (a partial tile, a one-token one, an
     empty one: zeros); then, past the plan's first call, a range running backwards and one
-    past the cache are NaN rows, the others right."""
+    past the cache are NaN rows, the others right (FUSED: its counter carried over calls)."""
     sub = fresh_plans
-    use_launch(sub, monkeypatch, (4, 300), 128, splits, sub.ONCE_SCORES, sub.MERGE_COMBINE)
+    merge = {"combine": sub.MERGE_COMBINE, "fused": sub.MERGE_FUSED}[merge]
+    use_launch(sub, monkeypatch, (4, 300), 128, splits, sub.ONCE_SCORES, merge)
     data = ref.generate_input(4, 1, 300, seed=75, kv_lens=[300, 0, 1, 129])
     out = sub.custom_kernel(data)
     plan = last_plan(sub)
     assert (plan.variant.scores, plan.launch.num_splits) == (sub.ONCE_SCORES, splits)
-    assert plan.variant.merge == (sub.MERGE_DIRECT if splits == 1 else sub.MERGE_COMBINE)
+    assert plan.variant.merge == (sub.MERGE_DIRECT if splits == 1 else merge)
     assert bool((out[1] == 0).all())
     assert_matches_exact(out, data, emulated_scaled(data))
     q, kv_data, qo_indptr, kv_indptr, config = data

@@ -569,10 +569,11 @@ def case_rows(target_name, variant_rows):
 # split count.
 GLUON_SIGNATURE = {"q_ptr": "*bf16", "kv_ptr": "*u8", "scale_ptr": "*u8", "qo_indptr_ptr": "*i32",
                    "kv_indptr_ptr": "*i32", "out_ptr": "*bf16", "part_acc_ptr": "*fp32", "part_ml_ptr": "*fp32",
-                   "q8_ptr": "*u8", "qs_ptr": "*u8", "total_kv": "i32", "num_splits": "i32", "scale_words": "i32",
+                   "count_ptr": "*i32", "q8_ptr": "*u8", "qs_ptr": "*u8", "total_kv": "i32", "num_splits": "i32", "scale_words": "i32",
                    "q_row_stride": "i32", "q_head_stride": "i32", "kv_row_stride": "i32", "scale_row_words": "i32",
                    "qk_scale_log2": "fp32"}
 NON_BUFFER_MEMORY = ("global_", "flat_", "scratch_")
+GLUON_MERGES = (sub.MERGE_DIRECT, sub.MERGE_COMBINE, sub.MERGE_FUSED)
 
 
 def isa_memory_facts(asm):
@@ -605,6 +606,8 @@ def compile_gluon(merge) -> dict:
     asm = compiled.asm["amdgcn"]
     row.update(_amdgcn_report(asm, compiled.metadata.shared, consts, sub.GL_NUM_WARPS, innermost=True))
     row["memory_ops_outside_buffers"], row["first_copy_before_q_quantized"] = isa_memory_facts(asm)
+    if merge == sub.MERGE_FUSED:
+        row["release"] = release_order(asm)
     return row
 
 
@@ -640,7 +643,7 @@ def report(target_names) -> list:
         variants = [compile_one(name, *variant) for variant in kernel_variants(name)]
         rows += variants + case_rows(name, variants)
         if name == "gfx950":
-            gluon_rows = [compile_gluon(merge) for merge in (sub.MERGE_DIRECT, sub.MERGE_COMBINE)]
+            gluon_rows = [compile_gluon(merge) for merge in GLUON_MERGES]
             rows += gluon_rows + gluon_case_rows(gluon_rows)
     return rows
 
@@ -680,7 +683,8 @@ def print_rows(rows):
     for r in (r for r in variants if r["row"] == "gluon" and "error" not in r):
         print(f"gluon {MERGE_SHORT[r['MERGE']]}: memory instructions outside buffer operations: "
               f"{', '.join(r['memory_ops_outside_buffers']) or 'none'}; first tile's copy before Q is quantized: "
-              f"{'yes' if r['first_copy_before_q_quantized'] else 'no'}")
+              f"{'yes' if r['first_copy_before_q_quantized'] else 'no'}"
+              + (f"; release ordered: {'yes' if r['release']['ordered'] else 'NO'}" if "release" in r else ""))
     cases = [r for r in rows if r["row"] == "case"]
     for target in dict.fromkeys(r["target"] for r in cases):
         machine = "MI355X, a prediction" if target == "gfx950" else "H200"

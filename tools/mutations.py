@@ -168,10 +168,12 @@ MUTATIONS = [
     mutation("fused: the first program to finish merges", "finished = tl.atomic_add(count_ptr + seq, 1, sem=\"acq_rel\", "
              "scope=\"gpu\") + 1", "finished = tl.atomic_add(count_ptr + seq, 1, sem=\"acq_rel\", scope=\"gpu\")",
              ["tests/test_merge.py", "-k", "empty_and_single and fused and bf16"]),
-    mutation("fused: no merge at all", "if (finished & (num_splits - 1)) == 0:", "if finished < 0:",
-             ["tests/test_merge.py", "-k", "empty_and_single and fused and bf16"]),
-    mutation("fused: the counters are not kept in step with the calls", "if (finished & (num_splits - 1)) == 0:",
-             "if (finished & (num_splits - 1)) == 0 and finished <= num_splits:",
+    mutation("fused: no merge at all", "if (finished & (num_splits - 1)) == 0:\n                for head0",
+             "if finished < 0:\n                for head0",
+             ["tests/test_merge.py", "-k", "(empty_and_single and fused and bf16) or (once_family and fused)"]),
+    mutation("fused: the counters are not kept in step with the calls",
+             "if (finished & (num_splits - 1)) == 0:\n                for head0",
+             "if (finished & (num_splits - 1)) == 0 and finished <= num_splits:\n                for head0",
              ["tests/test_merge.py", "-k", "consecutive and bf16"]),
     # --- uniform output error the per-element bound lets through ---
     mutation("one-split output scaled by 1.015", "norm = tl.where(l_i > 0, value_scale / l_i, 0.0)",
@@ -357,6 +359,16 @@ MUTATIONS = [
              "        _gl_copy_tile(ring, 0, kv_ptr, scale_words_ptr, offsets, lo_after_q, rows_end, kv_row_stride,\n"
              "                      scale_row_words, scale_words, BLOCK_N)\n        _gl_copy_tile(ring, 1,",
              COMPILE + ["issue25"]),
+    mutation("gluon FUSED: no wave waits for its own stores before the barrier",
+             '        lane = gl.inline_asm_elementwise("s_waitcnt vmcnt(0)", "=v,0", [lane], dtype=gl.int32, is_pure=False,\n'
+             '                                         pack=1)\n',
+             "", COMPILE + ["fused_build_orders_its_release_with_the_runners"]),
+    mutation("gluon FUSED: the counter moved before the L2 is written back",
+             'lane = gl.inline_asm_elementwise("buffer_wbl2 sc1\\n s_waitcnt vmcnt(0)"',
+             'lane = gl.inline_asm_elementwise("s_waitcnt vmcnt(0)"',
+             COMPILE + ["fused_build_orders_its_release_with_the_runners"]),
+    mutation("tuning: the Gluon kernel's FUSED form not a candidate",
+             "            fused_from = fused_from + once[:1]\n", "", ["tests/test_first_call_tuning.py", "-k", "every_family"]),
     mutation("once twin: no second pass when a score dwarfs the first tile's reference",
              "    if tl.max(tl.max(gap, axis=1), axis=0) > ONCE_OVERFLOW_LOG2_C:",
              "    if tl.max(tl.max(gap, axis=1), axis=0) > 1e30:", KERNEL + ["second_pass and once-portable"]),
