@@ -44,6 +44,17 @@ def build_report(tmp_path_factory, pythonpath):
     return json.loads(out.read_text())
 
 
+def json_from_runner_triton(script, **env_extra):
+    """Run `script` with the runner's Triton (a subprocess: this process has the interpreter
+    on and the newest Triton imported) -> the JSON of its last stdout line."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
+    env.update(PYTHONPATH=runner_triton_dir(), **env_extra)
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
 @pytest.fixture(scope="module", params=["runner", "newest"])
 def rows(request, tmp_path_factory):
     rows = build_report(tmp_path_factory, runner_triton_dir() if request.param == "runner" else None)
@@ -226,12 +237,7 @@ def test_every_fused_form_on_gfx950_waits_for_every_wave_before_its_release():
     and no spills. Without the wait the other waves' stores may still be on their way to the
     L2 the release writes back; neither the interpreter nor an H200 test can see that race,
     so the order is checked here."""
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
-    env["PYTHONPATH"] = runner_triton_dir()
-    result = subprocess.run([sys.executable, "-c", FUSED_RELEASE_SCRIPT], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:]
-    forms = json.loads(result.stdout.splitlines()[-1])
+    forms = json_from_runner_triton(FUSED_RELEASE_SCRIPT)
     for form in forms:
         assert form["error"] is None and form["spills"] == 0, form
         assert form["release"]["ordered"], form
@@ -289,12 +295,7 @@ LARGE_MAX_BOUND_OVER_HBM = 1.05
 
 
 def test_gfx950_latency_counts_meet_issue24s_thresholds():
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
-    env["PYTHONPATH"] = runner_triton_dir()
-    result = subprocess.run([sys.executable, "-c", LATENCY_GOALS_SCRIPT], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:]
-    cases = json.loads(result.stdout.splitlines()[-1])
+    cases = json_from_runner_triton(LATENCY_GOALS_SCRIPT)
     for name in SMALL_CASES:
         case = cases[name]
         counts = case["latency"]
@@ -419,12 +420,7 @@ print(json.dumps(rows + compile_report.gluon_case_rows(rows)))
 def runner_gluon_rows():
     """The Gluon kernel's rows and case rows as compile_report builds them with the runner's Triton
     (a subprocess: this process has the interpreter on)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
-    env.update(PYTHONPATH=runner_triton_dir(), TRITON_DEFAULT_FP_FUSION="1")
-    result = subprocess.run([sys.executable, "-c", GLUON_SCRIPT], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=1200)
-    assert result.returncode == 0, result.stderr[-3000:]
-    rows = json.loads(result.stdout.splitlines()[-1])
+    rows = json_from_runner_triton(GLUON_SCRIPT, TRITON_DEFAULT_FP_FUSION="1")
     assert {r["triton"] for r in rows} == {RUNNER_TRITON}
     return rows
 
