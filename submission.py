@@ -1152,6 +1152,35 @@ SLOT_START_C, SLOT_RANGE_C, SLOT_Q_C, SLOT_TILE0_C, SLOT_LAST_TILE_C, SLOT_TILES
 GL_BLOCK_N = 128
 GL_NUM_WARPS = 4
 GL_OUT_DIMS = tl.constexpr(128)  # output dims per accumulator chunk (4 chunks: word q of each 16-byte block)
+# How the ring's rows are permuted in LDS, so that the reads' lanes spread over the banks: in
+# row t of a tile, unit u (16 B of codes, 16 B of rope, 8 B of scales) is stored at unit
+# u ^ xor(t), xor(t) = XOR of ROW_XOR[i] over the set bits i of t (t mod 16). Codes: the K read's
+# 16 lanes are 16 rows at one unit and the V read's 16 lanes one row's 16 units; the rope and
+# scale reads' lanes are 16 rows. Each table is conflict-free for every read of its buffer in
+# every bank model of tools/lds_banks.py (32 banks in CK's lane groups, 64 banks).
+GL_CODE_ROW_XOR = (2, 4, 8, 1)  # xor(t) = t rotated left by 1 in 4 bits
+GL_ROPE_ROW_XOR = (0, 1, 2, 1)
+GL_SCALE_ROW_XOR = (0, 0, 1, 2, 0, 0, 2)  # the V scales' transposing read pairs rows t and t + 64
+
+
+def _packed_row_xor(row_xor):
+    """A ROW_XOR table as the Gluon kernel's constexpr: entry i in bits 4i .. 4i + 3."""
+    return sum(entry << (4 * index) for index, entry in enumerate(row_xor))
+
+
+GL_CODE_ROW_XOR_PACKED, GL_ROPE_ROW_XOR_PACKED, GL_SCALE_ROW_XOR_PACKED = (
+    tl.constexpr(_packed_row_xor(table)) for table in (GL_CODE_ROW_XOR, GL_ROPE_ROW_XOR, GL_SCALE_ROW_XOR))
+
+
+def _row_swizzled_bases(unit_elements, units, rows, row_xor):
+    """A SharedLinearLayout's offset bases for a (rows, units x unit_elements) tile stored with
+    row t's unit u at unit u ^ xor(t) (row_xor): offset bit -> the logical (row, column) it adds."""
+    bases = [[0, 1 << bit] for bit in range(unit_elements.bit_length() - 1)]
+    bases += [[0, unit_elements << bit] for bit in range(units.bit_length() - 1)]
+    return bases + [[1 << bit, unit_elements * (row_xor[bit] if bit < len(row_xor) else 0)]
+                    for bit in range(rows.bit_length() - 1)]
+
+
 
 if gl is not None:
     # the copies' offset layouts (each warp writes LDS contiguously: a copy instruction has one LDS
@@ -1173,11 +1202,25 @@ if gl is not None:
         reg_bases=[[1, 0], [2, 0], [64, 0]], lane_bases=[[0, 1], [0, 2], [0, 4], [0, 8], [4, 0], [8, 0]],
         warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[GL_BLOCK_N, 16]))
     GL_ROW = gl.constexpr(gl.SliceLayout(2, GL_MMA_V.value))  # per (warp, head)
+    # the ring is written flat (each copy instruction writes its lanes' 16 or 4 bytes in a row)
+    # with the units of a row permuted (GL_*_ROW_XOR); every read goes through a view that
+    # undoes the permutation, so its lanes spread over the banks
     GL_FLAT = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
-    # the codes as int32 words, word q of every block first: logical (t, 16q + c) = word 4c + q of row t
-    GL_BY_WORD = gl.constexpr(gl.SharedLinearLayout(offset_bases=[[0, 16], [0, 32], [0, 1], [0, 2], [0, 4], [0, 8],
-                                                                 [1, 0], [2, 0], [4, 0], [8, 0], [16, 0], [32, 0],
-                                                                 [64, 0]]))
+    GL_K_CODES = gl.constexpr(gl.SharedLinearLayout(offset_bases=_row_swizzled_bases(16, 16, GL_BLOCK_N,
+                                                                                     GL_CODE_ROW_XOR)))
+    GL_K_ROPE = gl.constexpr(gl.SharedLinearLayout(offset_bases=_row_swizzled_bases(16, 4, GL_BLOCK_N,
+                                                                                    GL_ROPE_ROW_XOR)))
+    GL_SCALE_BYTES = gl.constexpr(gl.SharedLinearLayout(offset_bases=_row_swizzled_bases(8, 4, GL_BLOCK_N,
+                                                                                         GL_SCALE_ROW_XOR)))
+    # the codes as int32 words, word q of every block first: logical (t, 16q + c) = word q of
+    # 16-byte block c of row t, the blocks permuted as in GL_K_CODES
+    GL_V_WORDS = gl.constexpr(gl.SharedLinearLayout(offset_bases=[[0, 16], [0, 32], [0, 1], [0, 2], [0, 4], [0, 8]] + [
+        [1 << bit, GL_CODE_ROW_XOR[bit] if bit < len(GL_CODE_ROW_XOR) else 0] for bit in range(7)]))
+    # the V read: whole 16-byte blocks, its 4 words in 4 registers (GL_V_READ's lanes and warps)
+    GL_V_BLOCKS = gl.constexpr(gl.DistributedLinearLayout(
+        reg_bases=[[0, 16], [0, 32], [1, 0], [2, 0], [64, 0]],
+        lane_bases=[[0, 1], [0, 2], [0, 4], [0, 8], [4, 0], [8, 0]],
+        warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[GL_BLOCK_N, 64]))
 
     # Triton 3.6 names it _reinterpret, later ones reinterpret
     GL_PUBLIC_REINTERPRET = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
@@ -1200,15 +1243,36 @@ if gl is not None:
         return gl.sum(gl.where(idx == 0, both, 0), axis=0), gl.sum(gl.where(idx == 1, both, 0), axis=0)
 
     @gluon.jit
+    def _gl_row_xor(rows, TABLE: gl.constexpr):
+        """xor(t) of a GL_*_ROW_XOR table (packed 4 bits an entry: _packed_row_xor) for rows t < 128."""
+        found = (rows & 1) * (TABLE & 15)
+        for bit in gl.static_range(1, 7):
+            found = found ^ (((rows >> bit) & 1) * ((TABLE >> (4 * bit)) & 15))
+        return found
+
+    @gluon.jit
+    def _gl_source_columns(layout: gl.constexpr, BLOCK_N: gl.constexpr, COLUMNS: gl.constexpr, UNIT: gl.constexpr,
+                           TABLE: gl.constexpr):
+        """(rows (BLOCK_N, 1), the column of its row each LDS position (BLOCK_N, COLUMNS) is copied
+        from): position (t, u UNIT + e) holds column ((u ^ xor(t)) UNIT + e)."""
+        rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))[:, None]
+        columns = gl.arange(0, COLUMNS, layout=gl.SliceLayout(0, layout))[None, :]
+        return rows, ((columns // UNIT) ^ _gl_row_xor(rows, TABLE)) * UNIT + columns % UNIT
+
+    @gluon.jit
     def _gl_copy_offsets(kv_row_stride, scale_row_words, BLOCK_N: gl.constexpr):
-        """A tile's copy offsets relative to its first row (the loop adds the tile's)."""
-        rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_CODE_L))
-        code_offs = rows[:, None] * kv_row_stride + gl.arange(0, 256, layout=gl.SliceLayout(0, GL_CODE_L))[None, :]
-        rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_ROPE_L))
-        rope_offs = rows[:, None] * kv_row_stride + 256 + gl.arange(0, 64, layout=gl.SliceLayout(0, GL_ROPE_L))[None, :]
-        rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_SCALE_L))
-        scale_offs = rows[:, None] * scale_row_words + gl.arange(0, 8, layout=gl.SliceLayout(0, GL_SCALE_L))[None, :]
-        return code_offs, rope_offs, scale_offs
+        """A tile's copy offsets relative to its first row (the loop adds the tile's), each
+        position fetching its permuted unit (GL_*_ROW_XOR), and which positions hold real
+        data (the rope's first 32 bytes, the scales' first 5 words; the rest reads zero)."""
+        rows, columns = _gl_source_columns(GL_CODE_L, BLOCK_N, 256, 16, GL_CODE_ROW_XOR_PACKED)
+        code_offs = rows * kv_row_stride + columns
+        rows, columns = _gl_source_columns(GL_ROPE_L, BLOCK_N, ROPE_PAD_BYTES_C, 16, GL_ROPE_ROW_XOR_PACKED)
+        rope_offs = rows * kv_row_stride + 256 + columns
+        rope_real = columns < ROPE_C // 2
+        rows, columns = _gl_source_columns(GL_SCALE_L, BLOCK_N, 8, 2, GL_SCALE_ROW_XOR_PACKED)  # words, 8 B units
+        scale_offs = rows * scale_row_words + columns
+        scale_real = columns < 5
+        return code_offs, rope_offs, rope_real, scale_offs, scale_real
 
     @gluon.jit
     def _gl_copy_tile(ring, slot, kv_ptr, scale_ptr, offsets, tile_start, rows_end, kv_row_stride, scale_row_words,
@@ -1217,12 +1281,10 @@ if gl is not None:
         group of 14 copies): rows at or past rows_end, the rope's padding bytes and scale
         words 5..7 read zero; only a tile reaching past rows_end needs the row mask."""
         codes, rope, scales = ring
-        code_offs, rope_offs, scale_offs = offsets
+        code_offs, rope_offs, rope_real, scale_offs, scale_real = offsets
         code_offs = code_offs + tile_start * kv_row_stride
         rope_offs = rope_offs + tile_start * kv_row_stride
         scale_offs = scale_offs + tile_start * scale_row_words
-        rope_real = (gl.arange(0, 64, layout=gl.SliceLayout(0, GL_ROPE_L)) < ROPE_C // 2)[None, :]
-        scale_real = (gl.arange(0, 8, layout=gl.SliceLayout(0, GL_SCALE_L)) < 5)[None, :]
         valid = rows_end - tile_start
         if valid >= BLOCK_N:
             gl.amd.cdna4.async_copy.buffer_load_to_shared(codes.index(slot), kv_ptr, code_offs)
@@ -1275,8 +1337,7 @@ if gl is not None:
         ks_l: gl.constexpr = gl.amd.cdna4.get_mfma_scale_layout(GL_K_B, [BLOCK_N, 16])
         ksr_l: gl.constexpr = gl.amd.cdna4.get_mfma_scale_layout(GL_K_B, [BLOCK_N, 4])
         q8, qs, q8r, qsr = q_ops
-        codes, rope, scales = ring
-        code_words, scale_bytes = views
+        k_codes, k_rope, v_words, scale_bytes = views
         rope_block = gl.arange(0, 4, layout=gl.SliceLayout(0, ksr_l))
         m_true = gl.full([4, NUM_HEADS_C], float("-inf"), gl.float32, GL_ROW)
         l_i = gl.zeros([4, NUM_HEADS_C], gl.float32, GL_ROW)
@@ -1289,9 +1350,9 @@ if gl is not None:
             _gl_copy_tile(ring, (i + 2) % 3, kv_ptr, scale_ptr, offsets, lo + (i + 2) * BLOCK_N, rows_end,
                           kv_row_stride, scale_row_words, scale_words, BLOCK_N)
             slot = i % 3
-            k = gl.amd.cdna4.async_copy.load_shared_relaxed(codes.index(slot).permute([1, 0]), GL_K_B)
+            k = gl.amd.cdna4.async_copy.load_shared_relaxed(k_codes.index(slot).permute([1, 0]), GL_K_B)
             ks = gl.amd.cdna4.async_copy.load_shared_relaxed(scale_bytes.index(slot).slice(0, 16, 1), ks_l)
-            kr = gl.amd.cdna4.async_copy.load_shared_relaxed(rope.index(slot).permute([1, 0]), GL_K_B)
+            kr = gl.amd.cdna4.async_copy.load_shared_relaxed(k_rope.index(slot).permute([1, 0]), GL_K_B)
             ksr = gl.amd.cdna4.async_copy.load_shared_relaxed(scale_bytes.index(slot).slice(16, 4, 1), ksr_l)
             ksr = gl.where((rope_block < ROPE_C // 32)[None, :], ksr, 127)  # padding blocks: scale 1
             s = gl.amd.cdna4.mfma_scaled(q8, qs, "e4m3", k, ks, "e2m1", gl.zeros([NUM_HEADS_C, BLOCK_N], gl.float32, GL_MMA_S))
@@ -1309,15 +1370,16 @@ if gl is not None:
             p = gl.convert_layout(p.to(gl.bfloat16), GL_P_A)
             vsc = gl.amd.cdna4.async_copy.load_shared_relaxed(scale_bytes.index(slot).slice(0, 16, 1), GL_V_READ)
             vscale = (vsc.to(gl.int32) << 23).to(gl.float32, bitcast=True)
-            words = code_words.index(slot)
-            acc0 = _gl_values(gl.amd.cdna4.async_copy.load_shared_relaxed(words.slice(0, 16, 1), GL_V_READ), vscale, p,
-                              acc0)
-            acc1 = _gl_values(gl.amd.cdna4.async_copy.load_shared_relaxed(words.slice(16, 16, 1), GL_V_READ), vscale, p,
-                              acc1)
-            acc2 = _gl_values(gl.amd.cdna4.async_copy.load_shared_relaxed(words.slice(32, 16, 1), GL_V_READ), vscale, p,
-                              acc2)
-            acc3 = _gl_values(gl.amd.cdna4.async_copy.load_shared_relaxed(words.slice(48, 16, 1), GL_V_READ), vscale, p,
-                              acc3)
+            # the tile's words, whole 16-byte blocks per lane, then word q of each block for chunk q
+            words = gl.amd.cdna4.async_copy.load_shared_relaxed(v_words.index(slot), GL_V_BLOCKS)
+            words = gl.reshape(gl.permute(gl.reshape(words, [BLOCK_N, 2, 2, 16]), [0, 3, 1, 2]), [BLOCK_N, 16, 2, 2])
+            even_q, odd_q = gl.split(words)
+            words0, words2 = gl.split(even_q)
+            words1, words3 = gl.split(odd_q)
+            acc0 = _gl_values(words0, vscale, p, acc0)
+            acc1 = _gl_values(words1, vscale, p, acc1)
+            acc2 = _gl_values(words2, vscale, p, acc2)
+            acc3 = _gl_values(words3, vscale, p, acc3)
         gl.amd.cdna4.async_copy.wait_group(0)  # the copies past the range still land in the ring
         return m_ref, m_true, l_i, (acc0, acc1, acc2, acc3)
 
@@ -1478,8 +1540,10 @@ if gl is not None:
         rope = gl.allocate_shared_memory(gl.uint8, [3, BLOCK_N, ROPE_PAD_BYTES_C], GL_FLAT)
         scales = gl.allocate_shared_memory(gl.int32, [3, BLOCK_N, 8], GL_FLAT)
         ring = (codes, rope, scales)
-        views = (_gl_reinterpret(codes, gl.int32, [3, BLOCK_N, 64], GL_BY_WORD),
-                 _gl_reinterpret(scales, gl.uint8, [3, BLOCK_N, 32], GL_FLAT))
+        views = (_gl_reinterpret(codes, gl.uint8, [3, BLOCK_N, 256], GL_K_CODES),
+                 _gl_reinterpret(rope, gl.uint8, [3, BLOCK_N, ROPE_PAD_BYTES_C], GL_K_ROPE),
+                 _gl_reinterpret(codes, gl.int32, [3, BLOCK_N, 64], GL_V_WORDS),
+                 _gl_reinterpret(scales, gl.uint8, [3, BLOCK_N, 32], GL_SCALE_BYTES))
         scale_words_ptr = scale_ptr.to(gl.pointer_type(gl.int32))
         offsets = _gl_copy_offsets(kv_row_stride, scale_row_words, BLOCK_N)
         _gl_copy_tile(ring, 0, kv_ptr, scale_words_ptr, offsets, lo, rows_end, kv_row_stride, scale_row_words,

@@ -71,6 +71,7 @@ from triton.compiler import ASTSource  # noqa: E402
 import submission as sub  # noqa: E402
 from isa_latency import (isa_latency_counts, loop_region, parse_amdgcn, release_order,  # noqa: E402
                          sass_latency_counts)
+from lds_banks import BANK_MODELS, lds_bank_counts  # noqa: E402
 
 # name -> (GPUTarget, architecture name in submission.py, compute units, platform)
 TARGETS = {
@@ -332,8 +333,20 @@ def _amdgcn_report(asm, shared, consts, num_warps, innermost=False):
                loop_loads_in_flight_at_backedge=in_flight,
                loop_native_converts=sum(m == "v_cvt_scalef32_pk_bf16_fp4" for m, _ in body),
                loop_top_valu=Counter(valu).most_common(8))
+    banks = lds_bank_counts(asm, num_warps, innermost=innermost)
+    row["lds_banks"] = {
+        "models": banks["models"], "worst_model": banks["worst_model"], "unresolved": banks["unresolved"],
+        "max_instruction_factor": banks["max_instruction_factor"],
+        "instructions": [[r["mnemonic"], r["bytes_per_lane"]] + [round(r["cycles"][m] / r["ideal"][m], 2)
+                                                                 for m in BANK_MODELS] for r in banks["instructions"]]}
+    # LDS clocks per element: the worst bank model's cycles with conflicts (lds_banks), beside
+    # the conflict-free byte count at 128 B per clock
+    row["loop_lds_clocks_conflict_free_per_element"] = round(row["loop_lds_bytes_per_element"]
+                                                             / MI355X["lds_bytes_per_clk"], 5)
+    row["loop_lds_clocks_per_element"] = round(max(
+        [m["cycles_per_tile"] for m in banks["models"].values()] or [0]) * num_warps / elements, 5)
     clocks = {"hbm": HBM_BYTES_PER_ELEMENT * MI355X["units"] * MI355X["clock_hz"] / MI355X["hbm_bytes_per_s"],
-              "lds": row["loop_lds_bytes_per_element"] / MI355X["lds_bytes_per_clk"],
+              "lds": max(row["loop_lds_clocks_per_element"], row["loop_lds_clocks_conflict_free_per_element"]),
               "issue": row["loop_valu_per_element"] / MI355X["valu_lanes_per_clk"]
               + row["loop_mfma_cycles_per_element"] / MI355X["simds"]}
     row["clocks_per_element"] = {k: round(v, 5) for k, v in clocks.items()}
