@@ -375,7 +375,7 @@ FUSED_MERGE_HEADS = 4  # heads the FUSED merge holds at once (8 or 16 spill the 
 FUSED_MAX_CHUNK = 4
 # Platforms where first-call tuning must not try the FUSED merge: platform -> why. Empty:
 # on hip the FUSED form now waits in every wave for its partial's stores before its release
-# (Variant.wave_store_wait, issue 24; the order is checked in the gfx950 ISA of every FUSED
+# (Variant.wave_fences, issue 24; the order is checked in the gfx950 ISA of every FUSED
 # form by tests/test_compile_targets.py), so it is correct on AMD as on NVIDIA.
 FUSED_WITHHELD = {}
 ROPE_PAD_BYTES = 64  # SCALED: the 64 rope dims padded to 128 (the scaled instruction's K), as e2m1 pairs
@@ -746,6 +746,14 @@ def _wait_for_stores():
 
 
 @triton.jit
+def _invalidate_caches(value):
+    """AMD: buffer_inv sc1 in this wave -- its vector L1 and the XCD's L2 drop their lines, so
+    its later loads read what other programs (other XCDs) wrote and released -> `value`
+    unchanged, through the asm, so every address computed from it comes after the invalidate."""
+    return tl.inline_asm_elementwise("buffer_inv sc1", "=v,0", [value], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
 def _quantize_e4m3_blocks(q, ROWS: tl.constexpr, BLOCKS: tl.constexpr):
     """q (ROWS, BLOCKS * 32) float32 -> (q8 (ROWS, BLOCKS * 32) e4m3, scale bytes (ROWS,
     BLOCKS) e8m0): per block of 32 dims the smallest exponent e with amax / 2^e <= 448 (so
@@ -917,7 +925,7 @@ def _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, head0, qk
 @triton.jit
 def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
                   qk_scale_log2, value_scale, probe_row, TRANSPOSED: tl.constexpr, MERGE: tl.constexpr,
-                  FUSED_CHUNK: tl.constexpr, PROBE: tl.constexpr, WAVE_STORE_WAIT: tl.constexpr):
+                  FUSED_CHUNK: tl.constexpr, PROBE: tl.constexpr, WAVE_FENCES: tl.constexpr):
     """The program's result by MERGE (see the table above the kernels): the normalized
     output (DIRECT; NaN rows for an invalid range, zeros for an empty one) or its partial
     (m NaN for an invalid range), and for FUSED the merge by the sequence's last program.
@@ -928,9 +936,11 @@ def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part
     other program's stores). The atomic's release covers the stores of the thread that
     issues it; the barrier makes the other warps' stores visible to it on NVIDIA (bar.sync
     orders memory among the CTA's threads), not on AMD, where s_barrier orders instructions
-    only: there (WAVE_STORE_WAIT) every wave first waits for its own stores to complete
-    (s_waitcnt vmcnt(0)), so they are in the L2 the release writes back (the gfx950 ISA's
-    order is checked by tests/test_compile_targets.py). The counter is never reset: every
+    only: there (WAVE_FENCES) every wave first waits for its own stores to complete
+    (s_waitcnt vmcnt(0)), so they are in the L2 the release writes back, and the last
+    program's every wave invalidates its caches before it reads the partials (the atomic's
+    acquire runs in the one wave that issues it; the gfx950 ISA's orders are checked by
+    tests/test_compile_targets.py). The counter is never reset: every
     call adds num_splits (a power of two) to it, and the program that brings it to a
     multiple of num_splits is the last of its sequence in this call."""
     offsets = _result_offsets(TRANSPOSED)
@@ -947,11 +957,13 @@ def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part
         tl.store(part_ml_ptr + part * (2 * NUM_HEADS_C) + NUM_HEADS_C + heads, l_i)
         _probe(probe_row, SLOT_WRITTEN_C, l_i, PROBE)
         if MERGE == 2:
-            if WAVE_STORE_WAIT:
+            if WAVE_FENCES:
                 _wait_for_stores()
             tl.debug_barrier()
             finished = tl.atomic_add(count_ptr + seq, 1, sem="acq_rel", scope="gpu") + 1
             if (finished & (num_splits - 1)) == 0:
+                if WAVE_FENCES:  # every wave that reads the partials drops its stale lines first
+                    seq = _invalidate_caches(seq)
                 for head0 in tl.static_range(0, NUM_HEADS_C, FUSED_MERGE_HEADS_C):
                     _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, head0, qk_scale_log2,
                                   value_scale, FUSED_MERGE_HEADS_C, FUSED_CHUNK)
@@ -965,7 +977,7 @@ def _mla_split_kernel(
     total_kv, num_splits, q_row_stride, q_head_stride, kv_row_stride, scale_row_stride, qk_scale_log2, value_scale,
     BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, LAYOUT: tl.constexpr, PIN: tl.constexpr,
     SPLIT_TAIL: tl.constexpr, SCORES: tl.constexpr, MERGE: tl.constexpr, PROBE: tl.constexpr,
-    FUSED_CHUNK: tl.constexpr, PDL: tl.constexpr = False, WAVE_STORE_WAIT: tl.constexpr = False,
+    FUSED_CHUNK: tl.constexpr, PDL: tl.constexpr = False, WAVE_FENCES: tl.constexpr = False,
     EARLY_TILE: tl.constexpr = False,
 ):
     """One program: sequence b = program_id(1), KV split s = program_id(0) of num_splits.
@@ -995,8 +1007,9 @@ def _mla_split_kernel(
                device for this grid's end (_mla_combine_kernel's PDL) instead of being
                launched after it. Signalled at the start instead, the waiting combine
                programs made the H200 slower, not faster (results/h200_sweep_v10_hints2.json)
-    WAVE_STORE_WAIT  FUSED on AMD: every wave waits for its partial's stores before the
-               barrier that precedes the release (_write_result)
+    WAVE_FENCES  FUSED on AMD: every wave waits for its partial's stores before the
+               barrier that precedes the release, and invalidates its caches before the
+               last program's merge reads the partials (_write_result)
     EARLY_TILE SCALED: Q loaded with kv_indptr, the first tile's loads issued before Q is
                quantized, that tile computed before the loop (Variant.early_tile)
     qk_scale_log2  sm_scale * log2(e) * 2^LOG2_SHIFT[CONVERT] (SCALED: scores are exact, no
@@ -1055,7 +1068,7 @@ def _mla_split_kernel(
         acc_a = tl.reshape(tl.join(acc_a, acc_b), (NUM_HEADS_C, V_DIM_C))
     _write_result(acc_a, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
                   qk_scale_log2, value_scale, probe_row, SCORES == 1, MERGE, FUSED_CHUNK, PROBE,
-                  WAVE_STORE_WAIT)
+                  WAVE_FENCES)
     if PDL:
         _griddepcontrol(False)
     _probe(probe_row, SLOT_END_C, l_i, PROBE)
@@ -1163,6 +1176,19 @@ GL_ROPE_ROW_XOR = (0, 1, 2, 1)
 GL_SCALE_ROW_XOR = (0, 0, 1, 2, 0, 0, 2)  # the V scales' transposing read pairs rows t and t + 64
 
 
+GL_MERGE_SPLITS = tl.constexpr(4)  # splits the FUSED merge loads at once (4 x 32 floats per lane)
+# FUSED's release in wave 0 only: the first lane's workgroup lane index ($2, 0..255) is 0 in wave
+# 0 alone; the other waves branch over the write-back ($1: a scalar scratch register).
+GL_RELEASE_IN_WAVE_0 = tl.constexpr("""
+        v_readfirstlane_b32 $1, $2
+        s_cmp_lg_u32 $1, 0
+        s_cbranch_scc1 .Lmla_release_done_${:uid}
+        buffer_wbl2 sc1
+        s_waitcnt vmcnt(0)
+    .Lmla_release_done_${:uid}:
+        """)
+
+
 def _packed_row_xor(row_xor):
     """A ROW_XOR table as the Gluon kernel's constexpr: entry i in bits 4i .. 4i + 3."""
     return sum(entry << (4 * index) for index, entry in enumerate(row_xor))
@@ -1262,45 +1288,43 @@ if gl is not None:
     @gluon.jit
     def _gl_copy_offsets(kv_row_stride, scale_row_words, BLOCK_N: gl.constexpr):
         """A tile's copy offsets relative to its first row (the loop adds the tile's), each
-        position fetching its permuted unit (GL_*_ROW_XOR), and which positions hold real
-        data (the rope's first 32 bytes, the scales' first 5 words; the rest reads zero)."""
+        position fetching its permuted unit (GL_*_ROW_XOR). Whole units are copied: the rope's
+        last 32 bytes (the next row's first codes) meet Q's zero padding in the scores, and
+        the scales' words 5..7 are never read; past the buffer's end a copy reads zeros."""
         rows, columns = _gl_source_columns(GL_CODE_L, BLOCK_N, 256, 16, GL_CODE_ROW_XOR_PACKED)
         code_offs = rows * kv_row_stride + columns
         rows, columns = _gl_source_columns(GL_ROPE_L, BLOCK_N, ROPE_PAD_BYTES_C, 16, GL_ROPE_ROW_XOR_PACKED)
         rope_offs = rows * kv_row_stride + 256 + columns
-        rope_real = columns < ROPE_C // 2
         rows, columns = _gl_source_columns(GL_SCALE_L, BLOCK_N, 8, 2, GL_SCALE_ROW_XOR_PACKED)  # words, 8 B units
         scale_offs = rows * scale_row_words + columns
-        scale_real = columns < 5
-        return code_offs, rope_offs, rope_real, scale_offs, scale_real
+        return code_offs, rope_offs, scale_offs
 
     @gluon.jit
     def _gl_copy_tile(ring, slot, kv_ptr, scale_ptr, offsets, tile_start, rows_end, kv_row_stride, scale_row_words,
                       scale_words, BLOCK_N: gl.constexpr):
         """Rows [tile_start, tile_start + BLOCK_N) into ring slot `slot` (async, one commit
-        group of 14 copies): rows at or past rows_end, the rope's padding bytes and scale
-        words 5..7 read zero; only a tile reaching past rows_end needs the row mask."""
+        group of 14 copies): rows at or past rows_end read zero (a row past the sequence may
+        hold NaN scales); only a tile reaching past rows_end needs the row mask."""
         codes, rope, scales = ring
-        code_offs, rope_offs, rope_real, scale_offs, scale_real = offsets
+        code_offs, rope_offs, scale_offs = offsets
         code_offs = code_offs + tile_start * kv_row_stride
         rope_offs = rope_offs + tile_start * kv_row_stride
         scale_offs = scale_offs + tile_start * scale_row_words
         valid = rows_end - tile_start
         if valid >= BLOCK_N:
             gl.amd.cdna4.async_copy.buffer_load_to_shared(codes.index(slot), kv_ptr, code_offs)
-            gl.amd.cdna4.async_copy.buffer_load_to_shared(rope.index(slot), kv_ptr, rope_offs, mask=rope_real)
-            gl.amd.cdna4.async_copy.buffer_load_to_shared(scales.index(slot), scale_ptr, scale_offs, mask=scale_real)
+            gl.amd.cdna4.async_copy.buffer_load_to_shared(rope.index(slot), kv_ptr, rope_offs)
+            gl.amd.cdna4.async_copy.buffer_load_to_shared(scales.index(slot), scale_ptr, scale_offs)
         else:
             rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_CODE_L))
             gl.amd.cdna4.async_copy.buffer_load_to_shared(codes.index(slot), kv_ptr, code_offs,
                                                           mask=(rows < valid)[:, None])
             rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_ROPE_L))
             gl.amd.cdna4.async_copy.buffer_load_to_shared(rope.index(slot), kv_ptr, rope_offs,
-                                                          mask=(rows < valid)[:, None] & rope_real)
+                                                          mask=(rows < valid)[:, None])
             rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_SCALE_L))
             gl.amd.cdna4.async_copy.buffer_load_to_shared(scales.index(slot), scale_ptr, scale_offs,
-                                                          mask=(rows < valid)[:, None] & scale_real
-                                                          & (scale_offs < scale_words))
+                                                          mask=(rows < valid)[:, None] & (scale_offs < scale_words))
         gl.amd.cdna4.async_copy.commit_group()
 
     @gluon.jit
@@ -1395,57 +1419,72 @@ if gl is not None:
     @gluon.jit
     def _gl_release_and_count(count_ptr, seq):
         """FUSED: every wave waits for its own stores (s_waitcnt vmcnt(0): s_barrier orders
-        instructions, not memory), the barrier, then one lane writes the L2 back (buffer_wbl2
-        sc1: the release; other XCDs have L2s of their own) and adds 1 to count[seq] (a
-        returning buffer atomic). -> the count after this program's add, the same in every
-        lane (_gl_merge_splits starts with the acquire). The fences are our own asm: a buffer
-        atomic's intrinsic carries no memory order."""
+        instructions, not memory), the barrier, then wave 0 alone writes the L2 back
+        (buffer_wbl2 sc1: the release of every wave's stores, all in the L2 by then; other
+        XCDs have L2s of their own) and its lane 0 adds 1 to count[seq] (a returning buffer
+        atomic). -> the count after this program's add, the same in every lane: a sum of the
+        one lane's value (exact past 2^31 adds, where the uint32 count reads negative as an
+        int32). The fences are our own asm: a buffer atomic's intrinsic carries no memory order."""
         lanes_l: gl.constexpr = gl.BlockedLayout([1], [64], [4], [0])
         lane = gl.arange(0, 256, layout=lanes_l)  # the 4 warps x 64 lanes
         lane = gl.inline_asm_elementwise("s_waitcnt vmcnt(0)", "=v,0", [lane], dtype=gl.int32, is_pure=False,
                                          pack=1)
         _gl_workgroup_barrier()
         first = lane == 0
-        lane = gl.inline_asm_elementwise("buffer_wbl2 sc1\n s_waitcnt vmcnt(0)", "=v,0", [lane], dtype=gl.int32,
-                                         is_pure=False, pack=1)
+        lane = gl.inline_asm_elementwise(GL_RELEASE_IN_WAVE_0, "=v,=&s,0", [lane], dtype=(gl.int32, gl.int32),
+                                         is_pure=False, pack=1)[0]
         before = gl.amd.cdna4.buffer_atomic_add(count_ptr.to(gl.pointer_type(gl.uint32)), lane * 0 + seq,
                                                 gl.full(lane.shape, 1, gl.uint32, lanes_l), mask=first,
                                                 sem="relaxed", scope="gpu")  # CDNA4's integer add: uint32
-        return gl.max(gl.where(first, before.to(gl.int32), 0), axis=0) + 1
+        return gl.sum(gl.where(first, before.to(gl.int32), 0), axis=0) + 1
 
     @gluon.jit
     def _gl_merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2):
-        """FUSED, the sequence's last program: out[seq] from its num_splits partials, one split
-        at a time with a running rescale, as _merge_splits computes it (value_scale 1: the
-        gfx950 conversion has no shift). First the acquire, in every wave once it knows the
-        count: buffer_inv sc1 drops the CU's and the XCD's cached lines, so the partials of
-        programs on other XCDs are read from memory (every address below depends on its
-        result, so no load moves above it)."""
-        acc_l: gl.constexpr = gl.BlockedLayout([1, 4], [2, 32], [4, 1], [1, 0])  # 16 B per lane per row
-        head_l: gl.constexpr = gl.SliceLayout(1, acc_l)
+        """FUSED, the sequence's last program: out[seq] from its num_splits partials as
+        _merge_splits computes them (value_scale 1: the gfx950 conversion has no shift),
+        GL_MERGE_SPLITS splits at a time: each chunk's m, l and accumulators are loaded
+        together (one dependent round trip per chunk, 32 floats per lane per split), merged
+        with a running rescale. First the acquire, in every wave once it knows the count:
+        buffer_inv sc1 drops the CU's and the XCD's cached lines, so the partials of programs
+        on other XCDs are read from memory (every address below depends on its result, so no
+        load moves above it)."""
+        acc_l: gl.constexpr = gl.BlockedLayout([GL_MERGE_SPLITS, 1, 4], [1, 2, 32], [1, 4, 1], [2, 1, 0])
+        ml_l: gl.constexpr = gl.SliceLayout(2, acc_l)  # (split, head)
+        out_l: gl.constexpr = gl.SliceLayout(0, acc_l)  # (head, dim)
+        head_l: gl.constexpr = gl.SliceLayout(0, ml_l)
         heads = gl.inline_asm_elementwise("buffer_inv sc1", "=v,0", [gl.arange(0, NUM_HEADS_C, layout=head_l)],
                                           dtype=gl.int32, is_pure=False, pack=1)
-        rows = heads[:, None] * V_DIM_C + gl.arange(0, V_DIM_C, layout=gl.SliceLayout(0, acc_l))[None, :]
+        splits = gl.arange(0, GL_MERGE_SPLITS, layout=gl.SliceLayout(1, ml_l))
+        ml_offs = splits[:, None] * (2 * NUM_HEADS_C) + heads[None, :]
+        acc_heads = gl.convert_layout(heads, gl.SliceLayout(1, out_l))
+        rows = acc_heads[:, None] * V_DIM_C + gl.arange(0, V_DIM_C, layout=gl.SliceLayout(0, out_l))[None, :]
+        acc_offs = gl.expand_dims(gl.convert_layout(splits, gl.SliceLayout(1, gl.SliceLayout(2, acc_l))), 1)[:, :, None] \
+            * (NUM_HEADS_C * V_DIM_C) + rows[None, :, :]
         m_run = gl.full([NUM_HEADS_C], float("-inf"), gl.float32, head_l)
         l_run = gl.zeros([NUM_HEADS_C], gl.float32, head_l)
-        acc_run = gl.zeros([NUM_HEADS_C, V_DIM_C], gl.float32, acc_l)
+        acc_run = gl.zeros([NUM_HEADS_C, V_DIM_C], gl.float32, out_l)
         invalid = gl.zeros([NUM_HEADS_C], gl.int32, head_l)
-        for split in range(0, num_splits):
-            part = seq * num_splits + split
-            m = gl.amd.cdna4.buffer_load(part_ml_ptr, part * (2 * NUM_HEADS_C) + heads)
-            l = gl.amd.cdna4.buffer_load(part_ml_ptr, part * (2 * NUM_HEADS_C) + NUM_HEADS_C + heads)
-            acc = gl.amd.cdna4.buffer_load(part_acc_ptr, part * (NUM_HEADS_C * V_DIM_C) + rows)
-            invalid = gl.maximum(invalid, (m != m).to(gl.int32))
+        for first in range(0, num_splits, GL_MERGE_SPLITS):
+            part = seq * num_splits + first
+            real = (first + splits) < num_splits
+            m = gl.amd.cdna4.buffer_load(part_ml_ptr, part * (2 * NUM_HEADS_C) + ml_offs, mask=real[:, None],
+                                         other=float("-inf"))
+            l = gl.amd.cdna4.buffer_load(part_ml_ptr, part * (2 * NUM_HEADS_C) + NUM_HEADS_C + ml_offs,
+                                         mask=real[:, None], other=0.0)
+            acc = gl.amd.cdna4.buffer_load(part_acc_ptr, part * (NUM_HEADS_C * V_DIM_C) + acc_offs,
+                                           mask=gl.convert_layout(real[:, None], ml_l)[:, :, None], other=0.0)
+            invalid = gl.maximum(invalid, gl.max((m != m).to(gl.int32), axis=0))
             m = gl.where(m != m, float("-inf"), m)
-            m_new = gl.maximum(m_run, m)
+            m_new = gl.maximum(m_run, gl.max(m, axis=0))
             m_ref = gl.where(m_new > float("-inf"), m_new, 0.0)  # exp2(-inf) = 0 for empty splits
             run_weight = gl.exp2((m_run - m_ref) * qk_scale_log2)
-            weight = gl.exp2((m - m_ref) * qk_scale_log2)
-            acc_run = acc_run * run_weight[:, None] + acc * weight[:, None]
-            l_run = l_run * run_weight + l * weight
+            weight = gl.exp2((m - m_ref[None, :]) * qk_scale_log2)
+            acc_run = acc_run * gl.convert_layout(run_weight, gl.SliceLayout(1, out_l))[:, None] \
+                + gl.sum(acc * weight[:, :, None], axis=0)
+            l_run = l_run * run_weight + gl.sum(l * weight, axis=0)
             m_run = m_new
         norm = gl.where(l_run > 0, 1.0 / l_run, 0.0)
-        norm = gl.where(invalid > 0, float("nan"), norm)
+        norm = gl.convert_layout(gl.where(invalid > 0, float("nan"), norm), gl.SliceLayout(1, out_l))
         gl.amd.cdna4.buffer_store((acc_run * norm[:, None]).to(gl.bfloat16), out_ptr,
                                   seq * (NUM_HEADS_C * V_DIM_C) + rows)
 
@@ -1733,7 +1772,7 @@ class Variant(NamedTuple):
     scores: int = 0  # BF16_SCORES (the converted tile in bf16 dots), SCALED_SCORES or ONCE_SCORES
     merge: int = 1  # MERGE_DIRECT, MERGE_COMBINE or MERGE_FUSED
     pdl: bool = False  # COMBINE: the combine as a programmatic dependent launch (NVIDIA sm_90+)
-    wave_store_wait: bool = False  # FUSED on AMD: every wave waits for its stores before the release
+    wave_fences: bool = False  # FUSED on AMD: every wave waits for its stores before the release, invalidates before the merge
     early_tile: bool = False  # SCALED: the first tile's loads before Q is quantized (EARLY_TILE)
     gluon: bool = False  # the ONCE family's Gluon kernel (_gluon_split_kernel, gfx950), not its twin
 
@@ -1745,7 +1784,7 @@ class Variant(NamedTuple):
                 f"{', unmasked full tiles + masked tail' if self.split_tail else ''}"
                 f"{', dependent launch (PDL)' if self.pdl else ''}"
                 f"{', Gluon kernel' if self.gluon else ''}"
-                f"{', stores waited in every wave' if self.wave_store_wait else ''}"
+                f"{', fences in every wave' if self.wave_fences else ''}"
                 f"{', first tile early' if self.early_tile else ''}")
 
 
@@ -1872,7 +1911,7 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_S
     (gfx950) or the portable one, then the same at one stage, then the BF16 family's
     order at SCALED_FALLBACK_TILE. A FUSED merge is tried in the first form only; every
     form after it merges with the combine kernel (the two-launch form is its fallback); on
-    hip it waits for every wave's stores before its release (wave_store_wait).
+    hip it waits for every wave's stores before its release (wave_fences).
     Where pdl_capable, the first form that merges with the combine kernel is tried with
     the combine as a dependent launch before the same form launched plainly.
     """
@@ -1905,7 +1944,7 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_S
         if platform == "hip":  # no inline asm at all, small tiles: spill-free without the pin
             order.append(Variant(PORTABLE, layout, 0, PLAIN_BLOCK_N, num_warps, 1))
     merged = [variant._replace(merge=merge_after) for variant in order]
-    first = [merged[0]._replace(merge=MERGE_FUSED, wave_store_wait=platform == "hip")] if merge == MERGE_FUSED else []
+    first = [merged[0]._replace(merge=MERGE_FUSED, wave_fences=platform == "hip")] if merge == MERGE_FUSED else []
     if merged[0].merge == MERGE_COMBINE and pdl_capable(arch, platform):
         first.append(merged[0]._replace(pdl=True))
     return first + merged
@@ -2197,7 +2236,7 @@ def _launch_triton(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr,
         dict(BLOCK_N=variant.block_n, CONVERT=variant.convert, LAYOUT=variant.layout, PIN=variant.pin,
              SPLIT_TAIL=variant.split_tail, SCORES=variant.scores, MERGE=variant.merge,
              FUSED_CHUNK=fused_chunk(variant, num_splits), PDL=variant.pdl,
-             WAVE_STORE_WAIT=variant.wave_store_wait, EARLY_TILE=variant.early_tile,
+             WAVE_FENCES=variant.wave_fences, EARLY_TILE=variant.early_tile,
              PROBE=PROBE_OFF if probe is None else _probe_kind(q.device), num_warps=variant.num_warps,
              num_stages=variant.num_stages), variant.describe())
 
@@ -2233,25 +2272,37 @@ def _laid_out_like(values, template):
     return view
 
 
-def _synthetic_case(block_n, like):
+def _synthetic_case(block_n, num_splits, like):
     """A small MXFP4 input covering every code, both nibbles, uneven scales and a partial
     tile, laid out like the real call's (q, packed, scales) in `like` (_laid_out_like):
-    what each variant is checked on before its first use. Well conditioned (block scales
-    2^-4..2^0, scores of order one): with large values the softmax picks one token, and a
-    rounding difference between two equally right kernels flips which. The scale rows are
-    as wide as the real ones (zero padding past the 18 scales): the Gluon kernel copies
-    whole words of each row, the last row's too (gluon_layout_problem)."""
+    what each variant is checked on before its first use. Sequences 0 and 1 are well
+    conditioned (block scales 2^-4..2^0, scores of order one): with large values the softmax
+    picks one token, and a rounding difference between two equally right kernels flips
+    which. Sequence 2 has two whole tiles per split, and in the second tile of split 0 one
+    key aligned with head 0's query (codes 6 x its signs, scale 1): its score exceeds the
+    first tile's maximum by far more than 2^ONCE_OVERFLOW_LOG2 in p, so the ONCE family runs
+    its second pass (from the true maximum) on the check, on the hardware, before any real
+    call relies on it; that token then carries head 0's output alone. The scale rows are as
+    wide as the real ones (zero padding past the 18 scales): the Gluon kernel copies whole
+    words of each row, the last row's too (gluon_layout_problem)."""
     gen = torch.Generator(device="cpu").manual_seed(20261130)
-    kv_len = 2 * block_n + 5
-    packed = torch.randint(0, 256, (2 * kv_len, 1, PACKED_ROW_BYTES), dtype=torch.uint8, generator=gen)
-    scales = torch.randint(123, 128, (2 * kv_len, SCALE_COLS), dtype=torch.uint8, generator=gen)
-    q = torch.randn((2, NUM_HEADS, QK_HEAD_DIM), generator=gen).to(torch.bfloat16)
+    lengths = (2 * block_n + 5, 2 * block_n + 5, 2 * max(num_splits, 1) * block_n)
+    bounds = [0]
+    for length in lengths:
+        bounds.append(bounds[-1] + length)
+    packed = torch.randint(0, 256, (bounds[-1], 1, PACKED_ROW_BYTES), dtype=torch.uint8, generator=gen)
+    scales = torch.randint(123, 128, (bounds[-1], SCALE_COLS), dtype=torch.uint8, generator=gen)
+    q = torch.randn((len(lengths), NUM_HEADS, QK_HEAD_DIM), generator=gen).to(torch.bfloat16)
+    aligned = bounds[2] + block_n + 7  # sequence 2, split 0's second tile
+    signs = (q[2, 0] < 0).to(torch.uint8) * 8 + 7  # e2m1 code of -6 or +6 per dim
+    packed[aligned, 0] = signs[0::2] | (signs[1::2] << 4)
+    scales[aligned] = 127
     q_like, packed_like, scales_like = like
     device = q_like.device
-    kv_indptr = torch.tensor([0, kv_len, 2 * kv_len], dtype=torch.int32, device=device)
+    kv_indptr = torch.tensor(bounds, dtype=torch.int32, device=device)
     scales = torch.nn.functional.pad(scales, (0, scales_like.shape[1] - SCALE_COLS))
     return (_laid_out_like(q, q_like), _laid_out_like(packed, packed_like), _laid_out_like(scales, scales_like),
-            torch.arange(3, dtype=torch.int32, device=device), kv_indptr)
+            torch.arange(len(lengths) + 1, dtype=torch.int32, device=device), kv_indptr)
 
 
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
@@ -2325,11 +2376,12 @@ def self_check(variant, num_splits, like, sm_scale, dims):
     16-token tile in the NATURAL layout once gave wrong answers that the interpreter did
     not, so no compiled form is trusted unchecked.
     """
-    q, packed, scales, qo_indptr, kv_indptr = _synthetic_case(variant.block_n, like)
-    out = torch.empty((2, NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=q.device)
-    scratch = make_scratch(2, num_splits, q.device, [variant])
+    q, packed, scales, qo_indptr, kv_indptr = _synthetic_case(variant.block_n, num_splits, like)
+    batch = q.shape[0]
+    out = torch.empty((batch, NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=q.device)
+    scratch = make_scratch(batch, num_splits, q.device, [variant])
     _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, sm_scale, dims)
-    return check_output(variant, q, packed, scales, kv_indptr, out, scratch, sm_scale, [0, 1])
+    return check_output(variant, q, packed, scales, kv_indptr, out, scratch, sm_scale, list(range(batch)))
 
 
 CHECK_LOG = []  # (variant, what, seconds, verdict) of every check this process ran

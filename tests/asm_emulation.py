@@ -11,8 +11,10 @@ narrower than 32 bits shares a register with its neighbours, element 0 in the lo
   op_sel[1] of the source; its low nibble to the low half; times 2^(exponent field of the
   float32 scale - 127), NaN for field 255) and `v_mov_b32`.
 
-* AMDGPU `s_waitcnt` alone (the FUSED merge's wait for a wave's stores): nothing to do in
-  an interpreter, where every store has completed when the next statement runs;
+* AMDGPU `s_waitcnt` alone (the FUSED merge's wait for a wave's stores) and the cache
+  operations `buffer_inv` / `buffer_wbl2` (its acquire and release), their one output tied to
+  their one input ("=v,0"): nothing to do in an interpreter, where every store has completed
+  and is visible when the next statement runs; the output is the input;
 
 * the timers of the phase probes (PTX `%clock64` / `%globaltimer`, AMDGPU `s_memtime` /
   `s_memrealtime`): a 64-bit counter that grows by one tick per read (a fake clock: the
@@ -194,6 +196,7 @@ def _timer_read(values):
 
 
 WAITS_ONLY = re.compile(r"^\s*s_waitcnt\s[^\n;]*(;[^\n]*)?\s*$")
+CACHE_OPS_ONLY = re.compile(r"^(\s*(buffer_inv|buffer_wbl2|s_waitcnt)\b[^\n;]*\n?)+\s*$")
 
 
 def _inline_asm(self, asm, constraints, values, result_types, is_pure, pack):
@@ -201,6 +204,8 @@ def _inline_asm(self, asm, constraints, values, result_types, is_pure, pack):
         return _timer_read(values)
     if WAITS_ONLY.match(asm) and not values:
         return _Call([_interp.TensorHandle(np.zeros((), dtype=np.int32), tl.int32)])
+    if CACHE_OPS_ONLY.match(asm) and len(values) == 1 and constraints.replace(" ", "") == "=v,0":
+        return _Call([values[0]])
     shape = values[0].data.shape
     out_types = [t.scalar if hasattr(t, "scalar") else t for t in result_types]
     registers, position = {}, 0

@@ -63,10 +63,10 @@ def test_each_check_is_logged_with_its_cost(fresh_plans):
 def test_the_combine_dims_follow_the_plans_batch_not_the_synthetic_one(fresh_plans, monkeypatch):
     """The combine kernel's DIMS constexpr is fixed by the plan's real batch (whole rows
     once batch x 16 programs fill the SMs) and the self-check launches that, not what the
-    synthetic input's batch of 2 would give."""
+    synthetic input's batch of 3 would give."""
     sub = fresh_plans
     assert sub.combine_dims(32, 132) == sub.V_HEAD_DIM and sub.combine_dims(4, 132) == sub.COMBINE_DIMS_SPLIT
-    monkeypatch.setattr(sub, "_num_sms", lambda device: 64)  # batch 3: half rows; batch 2 would too, 4+ not
+    monkeypatch.setattr(sub, "_num_sms", lambda device: 64)  # batch 5: whole rows (80 programs); 3 would halve them
     seen = []
     real = sub._attention
 
@@ -74,9 +74,9 @@ def test_the_combine_dims_follow_the_plans_batch_not_the_synthetic_one(fresh_pla
         seen.append((q.shape[0], rest[-1]))
         return real(variant, num_splits, q, *rest, **kwargs)
     monkeypatch.setattr(sub, "_attention", spy)
-    monkeypatch.setitem(sub.MEASURED_DISPATCH, "cpu", {(3, 40): ("triton", 16, 4, 2, 1)})
-    sub.custom_kernel(ref.generate_input(3, 1, 40, seed=82))
-    assert [d for _, d in seen] == [sub.COMBINE_DIMS_SPLIT] * 2 and [b for b, _ in seen] == [2, 3]  # check, call
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, "cpu", {(5, 40): ("triton", 16, 4, 2, 1)})
+    sub.custom_kernel(ref.generate_input(5, 1, 40, seed=82))
+    assert [d for _, d in seen] == [sub.V_HEAD_DIM] * 2 and [b for b, _ in seen] == [3, 5]  # check, call
 
 
 LEADERBOARD_CASES = [(4, 1024), (4, 8192), (32, 1024), (32, 8192), (64, 1024), (64, 8192), (256, 1024),
@@ -148,3 +148,41 @@ def test_the_self_check_launches_the_binary_the_call_launches(fresh_plans, monke
                     assert check == keys(captured), (arch, batch, kv_len, variant.describe())
                     checked += 1
     assert checked > 100
+
+
+@pytest.mark.parametrize("num_splits", [1, 2, 32])
+def test_the_synthetic_input_drives_the_once_familys_second_pass(fresh_plans, num_splits):
+    """Sequence 2 of the self-check's input, in the ONCE family's split of it (two whole tiles
+    per split): a score in split 0's second tile exceeds the first tile's maximum of its token
+    group (the Gluon kernel's warp) and head by far more than ONCE_OVERFLOW_LOG2 in p, so every
+    variant of the family runs its second pass on the check (issue 29: on the runner, before a
+    real call relies on it). Computed here in float32 on the dequantized data."""
+    import submission as sub
+    q, packed, scales, _, kv_indptr = sub._synthetic_case(sub.GL_BLOCK_N, num_splits, (
+        torch.zeros(1, 16, 576, dtype=torch.bfloat16), torch.zeros(1, 1, 288, dtype=torch.uint8),
+        torch.zeros(1, 24, dtype=torch.uint8)))
+    first, last = kv_indptr[2:4].tolist()
+    tiles = (last - first) // sub.GL_BLOCK_N
+    assert (last - first) % sub.GL_BLOCK_N == 0 and tiles == 2 * num_splits
+    _, _, q_dequantized = sub.quantize_q_reference(q[2:3])
+    table = torch.tensor(sub.E2M1_VALUES)
+    rows = packed.reshape(-1, 288)[first:first + 2 * sub.GL_BLOCK_N].long()
+    keys = table[torch.stack((rows & 15, rows >> 4), -1).reshape(rows.shape[0], 576)]
+    keys = keys * torch.exp2(scales[first:first + 2 * sub.GL_BLOCK_N, :18].float() - 127).repeat_interleave(32, 1)
+    scores = q_dequantized[0] @ keys.T  # (16 heads, 2 tiles)
+    group = (torch.arange(sub.GL_BLOCK_N) // 16) % sub.ONCE_GROUPS  # a token's group in its tile
+    gap = max(float((scores[:, sub.GL_BLOCK_N:][:, group == g].max(1).values
+                     - scores[:, :sub.GL_BLOCK_N][:, group == g].max(1).values).max()) for g in range(sub.ONCE_GROUPS))
+    assert gap * (1 / 24) * sub.LOG2E > 2 * sub.ONCE_OVERFLOW_LOG2, gap
+
+
+def test_the_self_check_fails_a_once_variant_without_its_second_pass(fresh_plans, monkeypatch):
+    """The same twin with the second pass switched off (its threshold out of reach) overflows p
+    on sequence 2 and fails the self-check; with it, it passes."""
+    import submission as sub
+    from test_fallback import synthetic_like
+    variant = sub.Variant(sub.PORTABLE, sub.NATURAL, 0, sub.GL_BLOCK_N, 4, 1, False, sub.ONCE_SCORES)
+    assert sub.self_check(variant, 2, synthetic_like(), 1 / 24, sub.V_HEAD_DIM) is None
+    monkeypatch.setattr(sub, "ONCE_OVERFLOW_LOG2_C", sub.tl.constexpr(1e30))
+    verdict = sub.self_check(variant, 2, synthetic_like(), 1 / 24, sub.V_HEAD_DIM)
+    assert verdict is not None and "max error inf" in verdict, verdict

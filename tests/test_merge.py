@@ -96,20 +96,20 @@ def test_merge_holds_over_consecutive_calls_with_fresh_inputs(fresh_plans, monke
 
 def test_fused_on_hip_waits_for_every_wave_and_stays_right(fresh_plans, monkeypatch, family):
     """On hip the FUSED form waits in every wave for its partial's stores before the
-    release (wave_store_wait; its place in the gfx950 ISA: tests/test_compile_targets.py);
+    release (wave_fences; its place in the gfx950 ISA: tests/test_compile_targets.py);
     here, in the interpreter (the wait emulated as what it is there, nothing), the same
     answers and counters. NVIDIA's FUSED form does not wait (bar.sync orders the CTA's
     memory)."""
     sub = fresh_plans
     if torch.cuda.is_available():
         pytest.skip("the hip form's asm builds on AMD only")
-    assert not sub.variants_for("sm_90", "cuda", 64, 4, 1, family, sub.MERGE_FUSED)[0].wave_store_wait
+    assert not sub.variants_for("sm_90", "cuda", 64, 4, 1, family, sub.MERGE_FUSED)[0].wave_fences
     monkeypatch.setattr(sub, "_platform", lambda device: "hip")
     use_launch(sub, monkeypatch, (4, 40), 16, 4, family, sub.MERGE_FUSED)
     data = ref.generate_input(4, 1, 40, seed=75, kv_lens=[40, 0, 1, 33])
     out = sub.custom_kernel(data)
     plan = last_plan(sub)
-    assert (plan.variant.merge, plan.variant.wave_store_wait, plan.variant.scores) == (sub.MERGE_FUSED, True, family)
+    assert (plan.variant.merge, plan.variant.wave_fences, plan.variant.scores) == (sub.MERGE_FUSED, True, family)
     assert plan.scratch.count.tolist() == [4] * 4
     assert bool((out[1] == 0).all())
     assert_matches_exact(out, data, expected(sub, family, data))

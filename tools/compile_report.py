@@ -71,7 +71,8 @@ from triton.compiler import ASTSource  # noqa: E402
 import submission as sub  # noqa: E402
 from isa_latency import (isa_latency_counts, loop_region, parse_amdgcn, release_order,  # noqa: E402
                          sass_latency_counts)
-from lds_banks import BANK_MODELS, lds_bank_counts  # noqa: E402
+from fence_order import fused_fences  # noqa: E402
+from lds_banks import BANK_MODELS, kernarg_offsets, lds_bank_counts, ring_hazards  # noqa: E402
 
 # name -> (GPUTarget, architecture name in submission.py, compute units, platform)
 TARGETS = {
@@ -169,7 +170,7 @@ def _build_spec(variant, num_splits=1):
             {"BLOCK_N": variant.block_n, "CONVERT": variant.convert, "LAYOUT": variant.layout, "PIN": variant.pin,
              "SPLIT_TAIL": variant.split_tail, "SCORES": variant.scores, "MERGE": variant.merge,
              "PROBE": sub.PROBE_OFF, "FUSED_CHUNK": sub.fused_chunk(variant, num_splits), "PDL": variant.pdl,
-             "WAVE_STORE_WAIT": variant.wave_store_wait, "EARLY_TILE": variant.early_tile})
+             "WAVE_FENCES": variant.wave_fences, "EARLY_TILE": variant.early_tile})
 
 
 def launches_per_call(variant):
@@ -350,6 +351,9 @@ def _amdgcn_report(asm, shared, consts, num_warps, innermost=False):
               "issue": row["loop_valu_per_element"] / MI355X["valu_lanes_per_clk"]
               + row["loop_mfma_cycles_per_element"] / MI355X["simds"]}
     row["clocks_per_element"] = {k: round(v, 5) for k, v in clocks.items()}
+    # the byte-count model issues 13-26 set their goals in (LDS at 128 B a clock, no conflicts)
+    row["clocks_per_element_conflict_free"] = {**row["clocks_per_element"],
+                                               "lds": row["loop_lds_clocks_conflict_free_per_element"]}
     return row
 
 
@@ -495,6 +499,7 @@ def compile_one(target_name, fn, signature, consts, num_warps, num_stages) -> di
         row.update(_amdgcn_report(compiled.asm["amdgcn"], compiled.metadata.shared, consts, num_warps))
         if consts.get("MERGE") == sub.MERGE_FUSED:
             row["release"] = release_order(compiled.asm["amdgcn"])
+            row["fused_fences"] = fused_fences(compiled.asm["amdgcn"], num_warps)
     else:
         row.update(_sass_report(compiled, consts, num_warps))
         if consts.get("PDL"):
@@ -555,6 +560,10 @@ def case_rows(target_name, variant_rows):
             clocks = built[0].get("clocks_per_element") if built else None
             if clocks:
                 limiter = max(clocks, key=clocks.get)
+                free = built[0].get("clocks_per_element_conflict_free")
+                if free:
+                    row["bound_conflict_free_us"] = round(max(free.values()) * row["elements_per_unit"]
+                                                          / machine["clock_hz"] * 1e6, 2)
                 row.update(clocks_per_element=clocks, limiter=limiter,
                            bound_us=round(clocks[limiter] * row["elements_per_unit"] / machine["clock_hz"] * 1e6, 2),
                            waves_per_simd=built[0].get("waves_per_simd"),
@@ -621,7 +630,24 @@ def compile_gluon(merge) -> dict:
     row["memory_ops_outside_buffers"], row["first_copy_before_q_quantized"] = isa_memory_facts(asm)
     if merge == sub.MERGE_FUSED:
         row["release"] = release_order(asm)
+        row["fused_fences"] = fused_fences(asm, sub.GL_NUM_WARPS)
+    hazards = ring_hazards(asm, sub.GL_NUM_WARPS, gluon_kernargs(asm))
+    row["ring"] = {"reads": hazards["reads"], "copies": hazards["copies"], "raw": len(hazards["raw"]),
+                   "war": len(hazards["war"]), "unresolved": len(hazards["unresolved"])}
     return row
+
+
+# The Gluon kernel's integer arguments as a leaderboard call passes them (the ring's data flow
+# and hazard checks need the copies' per-lane offsets, which multiply a row stride): the
+# runner's layouts, 288-byte code rows and 24-byte (6-word) scale rows.
+GLUON_ARGUMENTS = {"total_kv": 1 << 20, "num_splits": 1, "scale_words": 6 << 20, "q_row_stride": 16 * 576,
+                   "q_head_stride": 576, "kv_row_stride": 288, "scale_row_words": 6}
+
+
+def gluon_kernargs(asm):
+    """{kernel-argument byte offset: value} of GLUON_ARGUMENTS in the build `asm`."""
+    offsets = kernarg_offsets(asm, list(GLUON_SIGNATURE))
+    return {offsets[name]: value for name, value in GLUON_ARGUMENTS.items()}
 
 
 def gluon_case_rows(gluon_rows):
@@ -693,6 +719,7 @@ def print_rows(rows):
           "shared) bytes per element; MFMA/4: MFMA SIMD cycles per element / 4 SIMDs; occ: waves per SIMD "
           "(gfx950), programs per SM (sm90); pf: next tile's loads issued before the MFMAs")
     print_latency_rows(variants)
+    print_bank_rows(variants)
     for r in (r for r in variants if r["row"] == "gluon" and "error" not in r):
         print(f"gluon {MERGE_SHORT[r['MERGE']]}: memory instructions outside buffer operations: "
               f"{', '.join(r['memory_ops_outside_buffers']) or 'none'}; first tile's copy before Q is quantized: "
@@ -729,6 +756,37 @@ def latency_line(counts):
     return (f"{head} {counts['round_trips_per_tile']:>8} {counts['load_groups_per_tile']:>6} "
             f"{counts['bytes_in_flight_per_unit'] / 1024:>9.1f} {counts['max_bytes_in_flight_per_unit'] / 1024:>7.1f} "
             f"{counts['load_bytes_per_tile_per_unit'] / 1024:>8.1f} {counts['barriers_per_tile']:>5}")
+
+
+def print_bank_rows(variants):
+    """Every gfx950 split build's LDS bank conflicts (tools/lds_banks.py), per bank model."""
+    models = list(BANK_MODELS)
+    print("\nLDS bank conflicts per gfx950 split build (tools/lds_banks.py): main-loop LDS clocks per wave per "
+          "tile with conflicts / conflict-free (x: their ratio), per bank model, and the worst instruction's ratio")
+    print(f"{'kernel':<24} {'convert':<9} {'BN':>3} {'mrg':>3} {'warps':>5} {'stg':>3} "
+          + " ".join(f"{model:>26}" for model in models) + f" {'worst instr':>11} {'unres':>5}")
+    for r in variants:
+        if "lds_banks" not in r:
+            continue
+        banks = r["lds_banks"]
+        cells = [f"{m['cycles_per_tile']:>7.0f}/{m['ideal_per_tile']:<6.0f} x{m['factor']:<5.2f}".rjust(26)
+                 for m in (banks["models"][model] for model in models)]
+        kernel = r["kernel"] + f":{r['family']}"
+        print(f"{kernel:<24} {r['convert']:<9} {r['BLOCK_N']:>3} {MERGE_SHORT[r['MERGE']]:>3} {r['num_warps']:>5} "
+              f"{r['num_stages']:>3} " + " ".join(cells)
+              + f" {max(banks['max_instruction_factor'].values()):>11.2f} {len(banks['unresolved']):>5}")
+    for r in (r for r in variants if r.get("fused_fences")):
+        fences = r["fused_fences"]
+        print(f"fused {r['kernel']}:{r['family']} BN{r['BLOCK_N']} w{r['num_warps']} s{r['num_stages']}: write-back in "
+              f"{fences['release_waves']} wave(s); every wave invalidates before the merge's loads: "
+              f"{'yes' if fences['acquire_in_every_wave'] else 'NO'}; merge loads before its wait: "
+              f"{'yes' if fences['merge_loads_before_wait'] else 'no'} ({fences['merge_splits_per_pass']} split(s) a "
+              f"pass); count broadcast by {'/'.join(fences['count_broadcast']) or '-'}")
+    for r in (r for r in variants if r.get("ring")):
+        ring = r["ring"]
+        print(f"ring {r['kernel']} {MERGE_SHORT[r['MERGE']]}: {ring['reads']} reads and {ring['copies']} copies in "
+              f"6 passes: {ring['raw']} read(s) before their tile's copies retired in every wave, {ring['war']} "
+              f"copy(ies) before every wave finished reading the slot, {ring['unresolved']} unresolved")
 
 
 def print_latency_rows(variants):
