@@ -3469,18 +3469,19 @@ def _probe_empty_kernel():
     pass
 
 
-@triton.jit(do_not_specialize=["start", "hops", "atomic", "increment"])
-def _probe_chase_kernel(next_ptr, end_ptr, start, hops, atomic, increment):
-    """One program: `hops` dependent reads of next_ptr (int32 word indices, each read at the
-    index the previous one returned, from `start`), as loads or (atomic != 0) as returning
-    device-scope atomic adds of `increment` (0 at run time, so the chain stays; a literal 0
-    lets the compiler turn the atomic into a load); the last index read to end_ptr[0]."""
+@triton.jit(do_not_specialize=["start", "hops", "atomic", "increment", "words_mask"])
+def _probe_chase_kernel(next_ptr, end_ptr, start, hops, atomic, increment, words_mask):
+    """One program: `hops` dependent reads of next_ptr (words_mask + 1 int32 words, a power
+    of two, holding word indices; each read at the index the previous one returned, from
+    `start`, masked so that no value can address outside), as loads or (atomic != 0) as
+    returning device-scope atomic adds of `increment` (0 at run time, so the chain stays; a
+    literal 0 lets the compiler turn the atomic into a load); the last index to end_ptr[0]."""
     index = start
     for _ in range(hops):
         if atomic != 0:
-            index = tl.atomic_add(next_ptr + index, increment, sem="relaxed", scope="gpu")
+            index = tl.atomic_add(next_ptr + (index & words_mask), increment, sem="relaxed", scope="gpu")
         else:
-            index = tl.load(next_ptr + index)
+            index = tl.load(next_ptr + (index & words_mask))
     tl.store(end_ptr, index)
 
 
@@ -3514,8 +3515,8 @@ def _chase_us(chain, hops, atomic, device, timer):
     checked to end where the cycle says."""
     region, order = chain
     end = torch.empty(1, dtype=torch.int32, device=device)
-    us = _median_us(lambda: _probe_chase_kernel[(1,)](region, end, order[0], hops, atomic, 0, num_warps=1), device,
-                    timer)
+    us = _median_us(lambda: _probe_chase_kernel[(1,)](region, end, order[0], hops, atomic, 0, region.numel() - 1,
+                                                      num_warps=1), device, timer)
     if int(end.item()) != order[hops % len(order)]:
         raise RuntimeError(f"the chase of {hops} ended at word {int(end.item())}, not {order[hops % len(order)]}")
     return us

@@ -474,7 +474,8 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 import submission as sub
-chase = {"next_ptr": "*i32", "end_ptr": "*i32", "start": "i32", "hops": "i32", "atomic": "i32", "increment": "i32"}
+chase = {"next_ptr": "*i32", "end_ptr": "*i32", "start": "i32", "hops": "i32", "atomic": "i32", "increment": "i32",
+         "words_mask": "i32"}
 kernels = {"empty": (sub._probe_empty_kernel, {}, {}, 1), "chase": (sub._probe_chase_kernel, chase, {}, 1),
            "copy": (sub._probe_copy_kernel, {"src_ptr": "*i32", "dst_ptr": "*i32"}, {"BLOCK": sub.COPY_BLOCK}, 8)}
 found = {"triton": triton.__version__}

@@ -51,7 +51,7 @@ class Recorded:
 def chase_us(args):
     """A chase's fake cost: each line cold on its first read in the run (the flush before it),
     warm after."""
-    region, _, index, hops, atomic, _ = args
+    region, _, index, hops, atomic, _, _ = args
     seen, cost = set(), 0.0
     for _ in range(hops):
         cost += (ATOMIC_WARM_US if atomic else WARM_US) if index in seen else COLD_US
@@ -137,6 +137,18 @@ def test_a_probe_that_fails_is_reported_and_the_others_go_on(sub, monkeypatch):
     assert {"launch_us", "copy_gbs"} <= set(record["figures"])
     lines = sub.machine_lines(record)
     assert "  probe failed: HBM chase: RuntimeError: the chase of 23 ended at word" in "\n".join(lines)
+
+
+@pytest.mark.parametrize("atomic", [0, 1])
+def test_a_chase_never_reads_outside_its_region_whatever_it_reads(sub, atomic):
+    """Every index is masked into the region (a power of two of words): a chain of garbage
+    values, or a start outside, reads only inside it (the interpreter's bounds guard, the
+    autouse fixture, fails the test otherwise) and ends inside it."""
+    words = 1024
+    region = torch.randint(-2**31, 2**31 - 1, (words,), dtype=torch.int32, generator=torch.Generator().manual_seed(3))
+    end = torch.empty(1, dtype=torch.int32)
+    sub._probe_chase_kernel[(1,)](region, end, words + 5, 50, atomic, 0, words - 1, num_warps=1)
+    assert int(end) in set(region.tolist())
 
 
 class FakeClock:
