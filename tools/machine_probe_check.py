@@ -149,11 +149,11 @@ def run_runner(runner_dir, out_dir):
             shutil.copy2(runner_dir / name if (runner_dir / name).is_file() else ROOT / name, folder / name)
         for name in ("reference.py", "submission.py", "tests.txt", "benchmarks.txt"):
             shutil.copy2(ROOT / name, folder / name)
-        for mode, cases in (("test", "tests.txt"), ("leaderboard", "benchmarks.txt")):
+        for mode, cases, timeout_s in (("test", "tests.txt", 180), ("leaderboard", "benchmarks.txt", 380)):
             with open(out_dir / f"runner_{mode}_popcorn.txt", "w") as lines:  # the protocol's fd
                 code = run_logged([sys.executable, "eval.py", mode, cases], out_dir, f"runner_{mode}",
                                   {"MLA_TABLE": "0", "POPCORN_FD": str(lines.fileno())}, cwd=folder,
-                                  pass_fds=(lines.fileno(),))
+                                  timeout_s=timeout_s, pass_fds=(lines.fileno(),))
             print(f"runner's eval.py {mode}: exit {code}")
             popcorn.append((f"runner_{mode}_popcorn.txt", (out_dir / f"runner_{mode}_popcorn.txt").read_text()))
     stderr = "\n".join((out_dir / f"runner_{mode}_stderr.txt").read_text() for mode in ("test", "leaderboard"))
