@@ -104,8 +104,15 @@ MODES = {
               "report in LOG (a runner's output, any text around it; each report's MEASURED "
               "DISPATCH block, later blocks overriding earlier ones per case) into SUBMISSION's "
               "MEASURED DISPATCH block (default submission.py), merged as tune merges, each block's "
-              "provenance + '; ingested from LOG'. A block's `source` id must be SUBMISSION's "
-              "source_id. Any problem: one line on stderr, exit 2, SUBMISSION untouched",
+              "provenance + '; ingested from LOG', and the last MEASURED MACHINE block's figures per "
+              "architecture into its MEASURED MACHINE block (refused when SUBMISSION keeps another "
+              "device's). A block's `source` id must be SUBMISSION's source_id. Any problem: one line on "
+              "stderr, exit 2, SUBMISSION untouched",
+    "model": "model LOG: each timed candidate of LOG's first-call tuning reports beside the latency "
+             "model's prediction (tools/latency_model.py, from the compile report's build of the form it "
+             "runs first) under the assumed machine parameters and under the ones LOG's MEASURED MACHINE "
+             "block measured (else submission.py's, of the same device and source); then the model's error "
+             "per case for the pick and the worst candidate",
 }
 RUNNER_MODES = ("test", "benchmark", "leaderboard", "profile")  # what POPCORN_FD accepts, as the runner
 class Flag(NamedTuple):
@@ -118,13 +125,14 @@ class Flag(NamedTuple):
 
 
 FLAG_SPECS = {  # what each option sets and where it applies (--help's text: FLAGS)
-    "--json": Flag("json", ("benchmark", "leaderboard", "profile", "tune", "compare"), str),
+    "--json": Flag("json", ("benchmark", "leaderboard", "profile", "tune", "compare", "model"), str),
+    "--report": Flag("report", ("model",), str),
     "--runs": Flag("runs", ("tune",), int),
     "--no-write": Flag("write", ("tune",), switch_value=False),
     "--arch": Flag("arch", ("ingest",), str),
     "--force": Flag("force", ("ingest",)),
 }
-OPTION_DEFAULTS = {"json": None, "runs": 30, "write": True, "arch": None, "force": False}
+OPTION_DEFAULTS = {"json": None, "runs": 30, "write": True, "arch": None, "force": False, "report": None}
 
 
 FLAGS = {  # --help's text of each option, after the modes it applies to (FLAG_SPECS)
@@ -132,13 +140,16 @@ FLAGS = {  # --help's text of each option, after the modes it applies to (FLAG_S
     "--runs N": "timed calls per candidate (default 30)",
     "--no-write": "leave submission.py as it is",
     "--arch ARCH": "only this architecture's entries (e.g. gfx950)",
+    "--report PATH": "the compile report (tools/compile_report.py --json) to predict from (default: "
+                     "results/compile_report_triton<the log's Triton>.json, else 3.6.0's)",
     "--force": "write even when a block's source id is not SUBMISSION's (the file changed since "
                "the run that measured it)",
     "-h, --help": "this text",
 }
 # mode -> its positional arguments after the mode: (options key, name in messages, required)
 POSITIONALS = {"compare": (("other", "OTHER", True), ("cases", "case file", False)),
-               "ingest": (("log", "LOG", True), ("target", "SUBMISSION", False))}
+               "ingest": (("log", "LOG", True), ("target", "SUBMISSION", False)),
+               "model": (("log", "LOG", True),)}
 DEFAULT_POSITIONALS = (("cases", "case file", False),)
 HERE = Path(__file__).resolve().parent
 DEFAULT_CASES = {"test": "tests.txt", "benchmark": "benchmarks.txt", "leaderboard": "benchmarks.txt",
@@ -865,11 +876,19 @@ def run_tuning(pool, tests, runs):
 
 TABLE_BEGIN = "# --- BEGIN MEASURED DISPATCH ---"
 TABLE_END = "# --- END MEASURED DISPATCH ---"
+# The machine probes' block (submission.machine_block), beside the dispatch block in a
+# submission and in a report: MEASURED_MACHINE = {arch: {figure: number or None}},
+# MACHINE_ON = {arch: provenance ending in `source <id>`}.
+MACHINE_BEGIN = "# --- BEGIN MEASURED MACHINE ---"
+MACHINE_END = "# --- END MEASURED MACHINE ---"
+MACHINE_FIGURES = ("units", "clock_mhz", "memory_clock_mhz", "memory_bus_bits", "xcds", "launch_us",
+                   "two_launches_us", "copy_gbs", "hbm_round_trip_us", "l2_round_trip_us", "atomic_round_trip_us",
+                   "probes_wall_s")
 
 
-def _measured_block(source: str) -> str:
-    """The text between the MEASURED DISPATCH markers."""
-    return source.split(TABLE_BEGIN, 1)[1].split(TABLE_END, 1)[0]
+def _measured_block(source: str, begin: str = TABLE_BEGIN, end: str = TABLE_END) -> str:
+    """The text between a block's markers (by default the MEASURED DISPATCH block's)."""
+    return source.split(begin, 1)[1].split(end, 1)[0]
 
 
 def _top_level_dicts(block: str) -> dict:
@@ -950,12 +969,14 @@ def write_measured_table(path: Path, arch: str, best: dict, provenance: str) -> 
 def source_id(text: str) -> str:
     """A submission's source id: the first 12 hex digits of the sha256 of its UTF-8 text with
     the MEASURED DISPATCH block taken out (from the BEGIN marker's text through the END
-    marker's text: text.split(BEGIN, 1)[0] + text.split(END, 1)[1]), so that writing the
-    block leaves it unchanged. The submission's first-call tuning report names it (`source
+    marker's text: text.split(BEGIN, 1)[0] + text.split(END, 1)[1]), then the MEASURED
+    MACHINE block the same way and the newline after its END marker, so that writing either
+    block, or adding the machine block's lines to a file without one, leaves it unchanged. The submission's first-call tuning report names it (`source
     <id>` in its MEASURED_ON line; submission.SOURCE_ID must equal this for its own file,
     read as text); `ingest` checks it. A text without both markers is hashed whole."""
-    if TABLE_BEGIN in text and TABLE_END in text:
-        text = text.split(TABLE_BEGIN, 1)[0] + text.split(TABLE_END, 1)[1]
+    for begin, end, line_end in ((TABLE_BEGIN, TABLE_END, ""), (MACHINE_BEGIN, MACHINE_END, "\n")):
+        if begin in text and end in text:
+            text = text.split(begin, 1)[0] + text.split(end, 1)[1].removeprefix(line_end)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
@@ -993,32 +1014,39 @@ def choice_problem(choice) -> str:
     return ""
 
 
-def report_blocks(log_text: str, log_name: str) -> list:
-    """[(line number, block text)] of every complete MEASURED DISPATCH block in a log, in
-    order. Whatever precedes the BEGIN marker on its line (a timestamp, "stderr: ") is taken
-    off every line of that block that starts with it. IngestError when there is none, or
-    when a block does not end (no END marker before the next BEGIN or the log's end)."""
+def marked_blocks(log_text: str, log_name: str, begin: str = TABLE_BEGIN, end: str = TABLE_END) -> list:
+    """[(line number, block text)] of every complete block between `begin` and `end` markers
+    in a log, in order (none: []). Whatever precedes the BEGIN marker on its line (a
+    timestamp, "stderr: ") is taken off every line of that block that starts with it.
+    IngestError when a block does not end (no END marker before the next BEGIN or the log's end)."""
     lines = log_text.splitlines()
+    name = begin.split("BEGIN ", 1)[1].rstrip(" -")
     blocks, index = [], 0
     while index < len(lines):
-        if TABLE_BEGIN not in lines[index]:
+        if begin not in lines[index]:
             index += 1
             continue
-        prefix = lines[index][:lines[index].index(TABLE_BEGIN)]
+        prefix = lines[index][:lines[index].index(begin)]
         body = []
-        for end in range(index, len(lines)):
-            line = lines[end][len(prefix):] if prefix and lines[end].startswith(prefix) else lines[end]
-            if end > index and TABLE_BEGIN in line:
-                raise IngestError(f"{log_name} line {index + 1}: a MEASURED DISPATCH block begins and another "
-                                  f"begins at line {end + 1} before its {TABLE_END!r}: the report is truncated")
+        for last in range(index, len(lines)):
+            line = lines[last][len(prefix):] if prefix and lines[last].startswith(prefix) else lines[last]
+            if last > index and begin in line:
+                raise IngestError(f"{log_name} line {index + 1}: a {name} block begins and another "
+                                  f"begins at line {last + 1} before its {end!r}: the report is truncated")
             body.append(line)
-            if TABLE_END in line:
+            if end in line:
                 break
         else:
-            raise IngestError(f"{log_name} line {index + 1}: a MEASURED DISPATCH block begins and the log ends "
-                              f"before its {TABLE_END!r}: the log is truncated (copy the whole report)")
+            raise IngestError(f"{log_name} line {index + 1}: a {name} block begins and the log ends "
+                              f"before its {end!r}: the log is truncated (copy the whole report)")
         blocks.append((index + 1, "\n".join(body)))
-        index = end + 1
+        index = last + 1
+    return blocks
+
+
+def report_blocks(log_text: str, log_name: str) -> list:
+    """marked_blocks of the MEASURED DISPATCH blocks; IngestError when there is none."""
+    blocks = marked_blocks(log_text, log_name)
     if not blocks:
         raise IngestError(f"no first-call tuning report in {log_name}: no line contains {TABLE_BEGIN!r}. Copy "
                           f"everything the leaderboard shows for a run of the submission, its stderr included: "
@@ -1058,13 +1086,101 @@ def parse_report_block(text: str, where: str) -> tuple:
     return table, measured_on, measured_times_us(text)
 
 
+def parse_machine_block(text: str, where: str) -> tuple:
+    """(MEASURED_MACHINE, MACHINE_ON) of one MEASURED MACHINE block, checked: architecture
+    names to dicts of MACHINE_FIGURES names to numbers >= 0 (not bools) or None, text
+    provenance. IngestError otherwise."""
+    try:
+        values = {name: ast.literal_eval(node) for name, node in
+                  _top_level_dicts(_measured_block(text, MACHINE_BEGIN, MACHINE_END)).items()}
+    except (SyntaxError, ValueError, TypeError) as exc:
+        raise IngestError(f"{where}: the MEASURED MACHINE block does not parse ({type(exc).__name__}: "
+                          f"{getattr(exc, 'msg', None) or exc})") from None
+    machine, machine_on = values.get("MEASURED_MACHINE"), values.get("MACHINE_ON")
+    if not isinstance(machine, dict) or not isinstance(machine_on, dict):
+        raise IngestError(f"{where}: the MEASURED MACHINE block needs the dicts MEASURED_MACHINE and MACHINE_ON")
+    for arch, figures in machine.items():
+        if not isinstance(arch, str) or not isinstance(figures, dict):
+            raise IngestError(f"{where}: MEASURED_MACHINE maps architecture names to dicts, not {arch!r}: {figures!r}")
+        for name, value in figures.items():
+            number = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+            if name not in MACHINE_FIGURES or not (number or value is None):
+                raise IngestError(f"{where}: {arch} {name!r}: {value!r} is not a figure of the probes "
+                                  f"({', '.join(MACHINE_FIGURES)}: numbers >= 0 or None)")
+        if not isinstance(machine_on.get(arch), str):
+            raise IngestError(f"{where}: MACHINE_ON[{arch!r}] must be text, not {machine_on.get(arch)!r}")
+    return machine, machine_on
+
+
+def provenance_device(provenance: str) -> str:
+    """The device a block's provenance names (its text before ', torch ')."""
+    return provenance.split(", torch ", 1)[0]
+
+
+def merge_machine_block(source: str, arch: str, figures: dict, provenance: str) -> tuple:
+    """`arch`'s entry of source's MEASURED MACHINE block replaced by `figures` (the other
+    architectures kept); a source without the block gets one right after its MEASURED
+    DISPATCH block. -> (new source, new block)."""
+    machine, machine_on = {}, {}
+    if MACHINE_BEGIN in source and MACHINE_END in source:
+        machine, machine_on = parse_machine_block(source, "the submission")
+    else:  # its own lines after the dispatch block's (source_id drops them with their newline)
+        cut = source.index(TABLE_END) + len(TABLE_END) + 1
+        source = source[:cut] + f"{MACHINE_BEGIN}\n{MACHINE_END}\n" + source[cut:]
+    machine[arch], machine_on[arch] = dict(figures), provenance
+    lines = [MACHINE_BEGIN, "MEASURED_MACHINE = {"]
+    for name in sorted(machine):
+        lines += [f"    {name!r}: {{"] + [f"        {key!r}: {value!r}," for key, value in machine[name].items()]
+        lines.append("    },")
+    lines += ["}", "MACHINE_ON = {"] + [f"    {name!r}: {machine_on[name]!r}," for name in sorted(machine_on)]
+    block = "\n".join(lines + ["}", MACHINE_END])
+    head, rest = source.split(MACHINE_BEGIN, 1)
+    return head + block + rest.split(MACHINE_END, 1)[1], block
+
+
+def _source_problem(where, name, provenance, target_id, target_name, field="MEASURED_ON"):
+    """'' when a block's provenance (its `field` entry) names the target's source id, else why not."""
+    matched = SOURCE_PATTERN.search(provenance)
+    if matched and matched[1] == target_id:
+        return ""
+    measured = f"submission source {matched[1]}" if matched else f"no `source <id>` in its {field}"
+    return (f"{where}: {name} was measured with {measured}, but {target_name} has source {target_id} (the file "
+            f"changed since that run; --force ingests anyway)")
+
+
+def _machine_merges(log_text, log_name, source, target, arch, force) -> list:
+    """[(arch, figures, provenance)] of the log's MEASURED MACHINE blocks (later ones
+    replace earlier ones), each of the target's source (unless force) and, where the target
+    keeps an entry for that architecture, of the device it names (unless force)."""
+    kept = parse_machine_block(source, target.name)[1] if MACHINE_BEGIN in source and MACHINE_END in source else {}
+    merges = {}
+    for line_number, text in marked_blocks(log_text, log_name, MACHINE_BEGIN, MACHINE_END):
+        where = f"{log_name} line {line_number}"
+        machine, machine_on = parse_machine_block(text, where)
+        for name, figures in machine.items():
+            if arch is not None and name != arch:
+                continue
+            problem = _source_problem(where, f"{name}'s machine", machine_on[name], source_id(source), target.name,
+                                      "MACHINE_ON")
+            device, kept_device = provenance_device(machine_on[name]), provenance_device(kept.get(name, ""))
+            if not problem and kept.get(name) and device != kept_device:
+                problem = (f"{where}: {name}'s machine was measured on {device}, but {target.name} keeps the "
+                           f"figures of {kept_device} (another device; --force replaces them)")
+            if problem and not force:
+                raise IngestError(problem)
+            merges[name] = (name, figures, f"{machine_on[name]}; ingested from {log_name}")
+    return list(merges.values())
+
+
 def ingest(log_path, target_path, arch=None, force=False) -> str:
     """Write the measured choices of every report block of the log at `log_path` into the
     MEASURED DISPATCH block of the submission at `target_path`: blocks in order (later ones
     override earlier ones per case), only `arch`'s entries when given, each through
-    merge_measured_table with the block's MEASURED_ON text + '; ingested from <log name>'.
-    Every block must parse and every choice be valid, and each used entry's `source` id
-    must be the target's source_id (unless force), before anything is written.
+    merge_measured_table with the block's MEASURED_ON text + '; ingested from <log name>';
+    and the last MEASURED MACHINE block's entry per architecture into its MEASURED MACHINE
+    block (merge_machine_block, _machine_merges). Every block must parse and every choice be
+    valid, and each used entry's `source` id must be the target's source_id (unless force),
+    before anything is written. A log of machine blocks only writes those.
     -> a summary of what was written. IngestError on any problem (the target untouched)."""
     log_name, target = Path(log_path).name, Path(target_path)
     try:
@@ -1075,8 +1191,9 @@ def ingest(log_path, target_path, arch=None, force=False) -> str:
     if TABLE_BEGIN not in source or TABLE_END not in source:
         raise IngestError(f"{target} has no {TABLE_BEGIN!r} ... {TABLE_END!r} block to write into")
     target_id = source_id(source)
+    machines = _machine_merges(log_text, log_name, source, target, arch, force)
     merges, found_archs = [], set()
-    blocks = report_blocks(log_text, log_name)
+    blocks = marked_blocks(log_text, log_name) if machines else report_blocks(log_text, log_name)
     for line_number, text in blocks:
         where = f"{log_name} line {line_number}"
         table, measured_on, times_us = parse_report_block(text, where)
@@ -1085,28 +1202,29 @@ def ingest(log_path, target_path, arch=None, force=False) -> str:
             if not cases or (arch is not None and name != arch):
                 continue
             provenance = measured_on.get(name, "")
-            matched = SOURCE_PATTERN.search(provenance)
-            block_id = matched[1] if matched else None
-            if block_id != target_id and not force:
-                measured = f"submission source {block_id}" if block_id else "no `source <id>` in its MEASURED_ON"
-                raise IngestError(f"{where}: {name} was measured with {measured}, but {target.name} has source "
-                                  f"{target_id} (the file changed since that run; --force ingests anyway)")
+            problem = _source_problem(where, name, provenance, target_id, target.name)
+            if problem and not force:
+                raise IngestError(problem)
             merges.append((name, {case: (choice, times_us.get((name, case))) for case, choice in cases.items()},
                            f"{provenance or 'no provenance'}; ingested from {log_name}"))
-    if not merges:
+    if not merges and not machines:
         held = ", ".join(sorted(found_archs)) or "no measured choice"
         wanted = f"no entry for --arch {arch}" if arch is not None else "nothing to ingest"
         raise IngestError(f"{wanted} in the {len(blocks)} report block(s) of {log_name} (they hold: {held})")
     block = ""
     for name, best, provenance in merges:
         source, block = merge_measured_table(source, name, best, provenance)
+    for name, figures, provenance in machines:
+        source, machine_block = merge_machine_block(source, name, figures, provenance)
+        block += ("\n" if block else "") + machine_block
     target.write_text(source, encoding="utf-8")
     written = {}
     for name, best, _ in merges:
         written.setdefault(name, set()).update(best)
-    counts = ", ".join(f"{len(cases)} case(s) for {name}" for name, cases in sorted(written.items()))
-    return (f"ingested {counts} from {len(blocks)} report block(s) of {log_name} into {target}; its block now "
-            f"reads:\n{block}")
+    counts = [f"{len(cases)} case(s) for {name}" for name, cases in sorted(written.items())]
+    counts += [f"the machine of {name}" for name, _, _ in machines]
+    return (f"ingested {', '.join(counts)} from {len(blocks)} report block(s) of {log_name} into {target}; its "
+            f"blocks now read:\n{block}")
 
 
 def run_ingest(options) -> int:
@@ -1117,6 +1235,118 @@ def run_ingest(options) -> int:
     except IngestError as exc:
         print(f"ingest: {exc}", file=sys.stderr)
         return 2
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
+# model: each timed candidate of a runner's log beside the latency model's prediction
+# ---------------------------------------------------------------------------------------
+
+HEADER_PATTERN = re.compile(r"submission: first-call tuning \(.*?\): architecture (\S+), (.+?), torch (\S+), "
+                            r"triton (\S+), .*\bsource ([0-9a-f]{12})")
+PICK_PATTERN = re.compile(r"\bcase \((\d+), (\d+)\): pick (.+?), ([0-9.]+) us")
+CANDIDATES_MARK = "candidates, mean us (runs): "
+CANDIDATE_PATTERN = re.compile(r"(.+) ([0-9.]+) \((\d+)\)")
+
+
+def read_tuning_log(log_text: str, log_name: str) -> dict:
+    """The first-call tuning reports in a log -> {arch: {"device", "torch", "triton",
+    "source", "cases": {(batch, kv_len): [(candidate, mean us, runs), the pick first]},
+    "machine": {arch: (figures, provenance)} of the log's last MEASURED MACHINE block}}: per
+    architecture the last report header's fields and each case's last candidates line (lines
+    may carry a prefix). IngestError when the log has no report header."""
+    reports, arch, case, pick = {}, None, None, None
+    for line in log_text.splitlines():
+        header = HEADER_PATTERN.search(line)
+        if header:
+            arch = header[1]
+            found = reports.setdefault(arch, {"cases": {}})
+            found.update(zip(("device", "torch", "triton", "source"), header.groups()[1:]))
+        picked = PICK_PATTERN.search(line)
+        if picked and arch is not None:
+            case, pick = (int(picked[1]), int(picked[2])), picked[3]
+        if CANDIDATES_MARK in line and case is not None:
+            tried = [CANDIDATE_PATTERN.fullmatch(item.strip()) for item in line.split(CANDIDATES_MARK, 1)[1].split("; ")]
+            tried = [(m[1], float(m[2]), int(m[3])) for m in tried if m]
+            reports[arch]["cases"][case] = sorted(tried, key=lambda item: item[0] != pick)
+            case = None
+    if not reports:
+        raise IngestError(f"no first-call tuning report in {log_name}: no line starts it "
+                          f"('submission: first-call tuning (...): architecture ...')")
+    blocks = marked_blocks(log_text, log_name, MACHINE_BEGIN, MACHINE_END)
+    machine = {}
+    for line_number, block in blocks:
+        figures, provenance = parse_machine_block(block, f"{log_name} line {line_number}")
+        machine.update({name: (figures[name], provenance[name]) for name in figures})
+    for found in reports.values():
+        found["machine"] = machine
+    return reports
+
+
+def model_machine(report: dict, arch: str, log_name: str, kept_path: Path) -> tuple:
+    """The measured figures the model may use for one architecture's report -> (figures or
+    None, what they are or why there are none). The log's own block first, else the one
+    `kept_path` keeps (ingested earlier); either is refused when it names another device or
+    another source than the report's header."""
+    entry, where = report["machine"].get(arch), f"{log_name}'s MEASURED MACHINE block"
+    if entry is None:
+        why = f"{log_name} has no MEASURED MACHINE block for {arch} (a submission from before the machine probes)"
+        if not (kept_path.is_file() and MACHINE_BEGIN in kept_path.read_text(encoding="utf-8")):
+            return None, why
+        machine, machine_on = parse_machine_block(kept_path.read_text(encoding="utf-8"), kept_path.name)
+        if arch not in machine:
+            return None, f"{why}, and {kept_path.name} keeps none for it"
+        entry, where = (machine[arch], machine_on[arch]), f"{kept_path.name}'s MEASURED MACHINE block"
+    figures, provenance = entry
+    matched = SOURCE_PATTERN.search(provenance)
+    if provenance_device(provenance) != report["device"]:
+        return None, (f"{where} was measured on {provenance_device(provenance)}, the candidates on "
+                      f"{report['device']}: refused")
+    if not matched or matched[1] != report["source"]:
+        return None, (f"{where} is of submission source {matched[1] if matched else 'unknown'}, the candidates' "
+                      f"of {report['source']}: refused")
+    return figures, f"{where}: {provenance}"
+
+
+def run_model(options) -> int:
+    """model, from the command line: the comparison per architecture of LOG, exit 0; 2 with
+    one line on stderr when LOG cannot be read or has no report."""
+    sys.path.insert(0, str(HERE / "tools"))
+    import latency_model
+    log_path = Path(options["log"])
+    try:
+        reports = read_tuning_log(log_path.read_text(encoding="utf-8", errors="replace"), log_path.name)
+    except (OSError, IngestError) as exc:
+        print(f"model: {exc}", file=sys.stderr)
+        return 2
+    written = []
+    for arch, report in reports.items():
+        target = latency_model.ARCH_TARGET.get(arch)
+        if target is None:
+            print(f"\n{arch}: no compile-report target for this architecture (the model knows "
+                  f"{', '.join(latency_model.ARCH_TARGET)})")
+            continue
+        compile_path = Path(options["report"] or HERE / "results" / f"compile_report_triton{report['triton']}.json")
+        if not compile_path.is_file():
+            compile_path = HERE / "results" / "compile_report_triton3.6.0.json"
+        assumed = latency_model.ASSUMED[target]
+        machines, missing = {"assumed": assumed}, []
+        figures, note = model_machine(report, arch, log_path.name, HERE / "submission.py")
+        if figures is not None:
+            machines["measured"], missing = latency_model.machine_from_figures(figures, assumed)
+        compared = latency_model.compare_cases(report["cases"], latency_model.load_rows(compile_path), target, machines)
+        print(f"\n{arch}, {report['device']}, torch {report['torch']}, triton {report['triton']}, source "
+              f"{report['source']}: {len(compared)} case(s) of {log_path.name}; compile report {compile_path.name}")
+        print(f"  assumed parameters: {assumed}")
+        print(f"  measured parameters: {machines['measured'] if figures is not None else 'none'} ({note}"
+              + (f"; assumed where not measured: {', '.join(missing)})" if missing else ")"))
+        print(latency_model.format_comparison(compared, list(machines)))
+        written.append({"arch": arch, **{k: report[k] for k in ("device", "torch", "triton", "source")},
+                        "compile_report": compile_path.name, "machine_note": note, "assumed_fields": missing,
+                        "machines": {name: machine._asdict() for name, machine in machines.items()},
+                        "cases": compared})
+    if options["json"]:
+        write_json(options["json"], "model", None, {}, log=log_path.name, reports=written)
     return 0
 
 
@@ -1207,7 +1437,8 @@ def print_table(rows, floors, file=sys.stdout):
 USAGE_LINES = ("python eval.py {test,benchmark,leaderboard,profile,tune} [case file] [--json PATH]",
                "                      [--runs N (tune)] [--no-write (tune)]",
                "python eval.py compare OTHER [case file] [--json PATH]",
-               "python eval.py ingest LOG [SUBMISSION] [--arch ARCH] [--force]")
+               "python eval.py ingest LOG [SUBMISSION] [--arch ARCH] [--force]",
+               "python eval.py model LOG [--report PATH] [--json PATH]")
 USAGE = "usage: " + " | ".join(" ".join(line.split()) for line in USAGE_LINES) + "; python eval.py --help says more"
 
 
@@ -1301,7 +1532,7 @@ def _parse_args(argv, popcorn):
             return _usage_error(f"{mode} needs {name}")
         options[key] = values[index] if index < len(values) else None
     cases = options.pop("cases", None)
-    if cases is None and mode != "ingest":
+    if cases is None and mode not in ("ingest", "model"):
         cases = str(HERE / (DEFAULT_CASES[mode] if HAS_GPU else CPU_CASES))
     return mode, cases, options
 
@@ -1315,6 +1546,8 @@ def main():
     runner_only = bool(fd) and mode not in RUNNER_MODES  # the runner reads the cases, then returns 2
     if mode == "ingest" and not runner_only:
         return run_ingest(options)
+    if mode == "model" and not runner_only:
+        return run_model(options)
     json_path = options["json"]
     try:
         _cpu_budget_s()

@@ -42,7 +42,8 @@ writes into this file.
 
 MLA_PATH=triton|aiter forces a path, MLA_CONVERT=portable forces the portable primitive,
 MLA_CHECK=1 checks the indptr values on every call (by default: on a plan's first call),
-MLA_TUNE=0 turns first-call tuning off (1: also on a CPU), MLA_TABLE=0 ignores the table.
+MLA_TUNE=0 turns first-call tuning off (1: also on a CPU), MLA_TABLE=0 ignores the table,
+MLA_PROBES=0 turns the machine probes off (they run at the first tuning call on a GPU).
 """
 import contextlib
 import functools
@@ -2878,6 +2879,12 @@ MEASURED_ON = {
     'sm_90': 'NVIDIA H200, torch 2.11.0+cu130, triton 3.6.0, 2026-12-01: python eval.py tune benchmarks.txt --runs 20 (results/h200_tune_v10.json)',
 }
 # --- END MEASURED DISPATCH ---
+# The machine probes' figures per architecture (see "Machine probes"), kept here by `python
+# eval.py ingest LOG` from a runner's report for tools/latency_model.py; the submission reads none.
+# --- BEGIN MEASURED MACHINE ---
+MEASURED_MACHINE = {}
+MACHINE_ON = {}
+# --- END MEASURED MACHINE ---
 
 PATHS = ("triton", "aiter")
 
@@ -3054,7 +3061,7 @@ def fresh_tune_log():
     """An empty record of first-call tuning (TUNE_LOG): the report's header, the tuned
     cases, the seconds spent, what was printed, aiter's build."""
     return {"header": None, "cases": [], "spent_timing_s": 0.0, "spent_wall_s": 0.0, "printed": set(),
-            "aiter_build": None, "build_estimate_s": 0.0}
+            "aiter_build": None, "build_estimate_s": 0.0, "machine": None}
 
 
 TUNE_LOG = fresh_tune_log()
@@ -3063,14 +3070,17 @@ _FLUSH = {}
 # own lines contain them: SOURCE_ID cuts the file at the first of each).
 TABLE_BEGIN = "# --- BEGIN " + "MEASURED DISPATCH ---"
 TABLE_END = "# --- END " + "MEASURED DISPATCH ---"
+MACHINE_BEGIN = "# --- BEGIN " + "MEASURED MACHINE ---"  # the machine probes' block (beside it)
+MACHINE_END = "# --- END " + "MEASURED MACHINE ---"
 
 
 def source_id(text):
     """The first 12 hex digits of sha256 of a submission's text without its MEASURED
-    DISPATCH block: the same for a file before and after its table changes, different once
-    its code changes (eval.py ingest compares it with the report's)."""
-    if TABLE_BEGIN in text and TABLE_END in text:
-        text = text.split(TABLE_BEGIN, 1)[0] + text.split(TABLE_END, 1)[1]
+    DISPATCH and MEASURED MACHINE blocks: the same for a file before and after they change,
+    different once its code changes (eval.py ingest compares it with the report's)."""
+    for begin, end, line_end in ((TABLE_BEGIN, TABLE_END, ""), (MACHINE_BEGIN, MACHINE_END, "\n")):
+        if begin in text and end in text:  # the machine block's newline too (eval.source_id)
+            text = text.split(begin, 1)[0] + text.split(end, 1)[1].removeprefix(line_end)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
@@ -3361,14 +3371,20 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
 
 
 def _log_header(device):
+    """The report's header, once per record; the machine probes (once per process) with it."""
     if TUNE_LOG["header"] is None:
         aiter_state = (f"aiter written against {AITER_COMMIT}, found {aiter_commit_found()}" if AITER is not None
                        else f"aiter: {AITER_ERROR}")
-        name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{device.type} (interpreter)"
+        name = _device_name(device)
         TUNE_LOG["header"] = (f"architecture {_arch(device)}, {name}, torch {torch.__version__}, "
                               f"triton {triton.__version__}, {aiter_state}, source {SOURCE_ID}")
         TUNE_LOG["arch"], TUNE_LOG["device"] = _arch(device), name
         TUNE_LOG["kernel_timer"] = kernel_timer_name(device)
+        TUNE_LOG["machine"] = machine_probes(device)
+
+
+def _device_name(device):
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else f"{device.type} (interpreter)"
 
 
 def kernel_timer_name(device):
@@ -3443,7 +3459,7 @@ def tuning_report():
     the MEASURED DISPATCH block to paste."""
     if TUNE_LOG["header"] is None:
         return ""
-    lines = _header_lines()
+    lines = _header_lines() + (machine_lines(TUNE_LOG["machine"]) if TUNE_LOG["machine"] else [])
     for entry in TUNE_LOG["cases"]:
         lines += _case_lines(entry)
     lines.append(f"  spent: timed runs {TUNE_LOG['spent_timing_s']:.2f} s (at most {TUNE_CASE_TIMING_S} s a case), "
@@ -3459,6 +3475,232 @@ def _print_report(entry):
     TUNE_LOG["printed"].update(fresh)
     print("\n".join(fresh + _case_lines(entry) + [measured_block()]), file=sys.stderr, flush=True)
 
+
+# =======================================================================================
+# Machine probes: the GPU's own parameters, measured once per process
+# =======================================================================================
+# The latency model's MI355X figures (tools/latency_model.py: the launch cost, one dependent
+# round trip, the copy rate, the clock) are predictions until the runner measures them. The
+# first tuning call of a process on a GPU measures them before its first case (MLA_PROBES=0
+# turns it off), each timed as the runner times a call (time_call_us: the cache flush queued,
+# device events around the launches), the median of PROBE_RUNS (the copy: the best), within
+# PROBE_BUDGET_S of wall time, builds included (a probe that would pass it is skipped):
+#   launch   an empty kernel, then two back to back
+#   copy     ProbeSizes.copy_bytes by _probe_copy_kernel: bytes read + written / time
+#   HBM      one lane's chase through hbm_hops distinct random lines of a hbm_region_bytes
+#            region, each read once after the flush (2 GB written; the runner's: 64 GB), so
+#            cold as the runner's calls find the KV (the region is small only so that its
+#            pages are few); (time - launch) / hops
+#   L2       the chase around a random cycle of every line of l2_bytes (over an H200's L1 of
+#            at most 256 KB, under one MI355X XCD's 4 MB L2) for one cycle and a hop (each line
+#            read cold once), and for three and a hop: the difference / 2 cycles, warm hops only
+#   atomic   the L2 chase by returning device-scope atomic adds (relaxed), the same way
+# and the driver's figures (CUs, clock, memory clock and bus width; the XCD count where
+# torch's properties name one). Each chase checks where it ended (a chase cut short ends
+# elsewhere). Every buffer is dropped afterwards. On a CPU nothing is timed: the report says so.
+# The report prints a line per figure and a MEASURED MACHINE block, which `python eval.py
+# ingest LOG` keeps beside the dispatch block and `python eval.py model LOG` holds every
+# candidate's time against the model with (docs/harness.md).
+PROBE_BUDGET_S = 2.0
+PROBE_RUNS = 5
+COPY_BLOCK = 8192  # int32 words one program of the copy moves
+MACHINE = {}  # device -> its probes' record: measured once per process
+
+
+class ProbeSizes(NamedTuple):
+    copy_bytes: int = 1 << 30
+    hbm_region_bytes: int = 32 << 20
+    hbm_hops: int = 2048
+    l2_bytes: int = 512 << 10
+    line_bytes: int = 128
+
+
+@triton.jit
+def _probe_empty_kernel():
+    """Nothing: the launch alone."""
+    pass
+
+
+@triton.jit(do_not_specialize=["start", "hops", "atomic", "increment", "words_mask"])
+def _probe_chase_kernel(next_ptr, end_ptr, start, hops, atomic, increment, words_mask):
+    """One program: `hops` dependent reads of next_ptr (words_mask + 1 int32 words, a power
+    of two, holding word indices; each read at the index the previous one returned, from
+    `start`, masked so that no value can address outside), as loads or (atomic != 0) as
+    returning device-scope atomic adds of `increment` (0 at run time, so the chain stays; a
+    literal 0 lets the compiler turn the atomic into a load); the last index to end_ptr[0]."""
+    index = start
+    for _ in range(hops):
+        if atomic != 0:
+            index = tl.atomic_add(next_ptr + (index & words_mask), increment, sem="relaxed", scope="gpu")
+        else:
+            index = tl.load(next_ptr + (index & words_mask))
+    tl.store(end_ptr, index)
+
+
+@triton.jit
+def _probe_copy_kernel(src_ptr, dst_ptr, BLOCK: tl.constexpr):
+    """dst = src, BLOCK int32 words per program (the grid covers both exactly)."""
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst_ptr + offsets, tl.load(src_ptr + offsets))
+
+
+def _chase_chain(region_bytes, line_bytes, count, device):
+    """A random cycle through `count` distinct lines of an int32 region (a fixed seed) ->
+    (the region, each visited line's first word holding the next line's word index; the
+    visit order, word indices, on the host)."""
+    stride = line_bytes // 4
+    order = torch.randperm(region_bytes // line_bytes, generator=torch.Generator().manual_seed(7))[:count] * stride
+    region = torch.empty(region_bytes // 4, dtype=torch.int32, device=device)
+    region[order.to(device)] = order.roll(-1).to(torch.int32).to(device)
+    return region, order.tolist()
+
+
+def _median_us(run, device, timer):
+    """run() once untimed (its build; what it leaves in the caches is flushed before each
+    timed run), then the median of PROBE_RUNS timed runs."""
+    run()
+    return sorted(timer(run, device) for _ in range(PROBE_RUNS))[PROBE_RUNS // 2]
+
+
+def _chase_us(chain, hops, atomic, device, timer):
+    """The median time of a chase of `hops` reads (loads, or atomics) around chain's cycle,
+    checked to end where the cycle says."""
+    region, order = chain
+    end = torch.empty(1, dtype=torch.int32, device=device)
+    us = _median_us(lambda: _probe_chase_kernel[(1,)](region, end, order[0], hops, atomic, 0, region.numel() - 1,
+                                                      num_warps=1), device, timer)
+    if int(end.item()) != order[hops % len(order)]:
+        raise RuntimeError(f"the chase of {hops} ended at word {int(end.item())}, not {order[hops % len(order)]}")
+    return us
+
+
+def _probe_steps(device, sizes, timer, figures):
+    """(name, run) of each probe in order; run() -> its figures (it may read the earlier
+    ones in `figures`). Each builds its kernel on a first, untimed run."""
+    def launches(count):
+        return _median_us(lambda: [_probe_empty_kernel[(1,)]() for _ in range(count)], device, timer)
+
+    def copy():
+        src = torch.empty(sizes.copy_bytes // 4, dtype=torch.int32, device=device)
+        dst = torch.empty_like(src)
+
+        def run():
+            _probe_copy_kernel[(src.numel() // COPY_BLOCK,)](src, dst, BLOCK=COPY_BLOCK, num_warps=8)
+        run()
+        best_us = min(timer(run, device) for _ in range(PROBE_RUNS))
+        if not torch.equal(src, dst):
+            raise RuntimeError("the copy kernel's output differs from its input")
+        return {"copy_gbs": 2 * sizes.copy_bytes / best_us / 1e3}
+
+    def hbm():
+        chain = _chase_chain(sizes.hbm_region_bytes, sizes.line_bytes, sizes.hbm_hops, device)
+        hops = sizes.hbm_hops - 1
+        return {"hbm_round_trip_us": (_chase_us(chain, hops, 0, device, timer) - figures.get("launch_us", 0.0)) / hops}
+
+    def cycles(atomic, name):  # the same lines read cold in both chases: the difference is warm hops only
+        lines = sizes.l2_bytes // sizes.line_bytes
+        chain = _chase_chain(sizes.l2_bytes, sizes.line_bytes, lines, device)
+        once_us = _chase_us(chain, lines + 1, atomic, device, timer)
+        return {name: (_chase_us(chain, 3 * lines + 1, atomic, device, timer) - once_us) / (2 * lines)}
+    return [("launch", lambda: {"launch_us": launches(1), "two_launches_us": launches(2)}), ("copy", copy),
+            ("HBM chase", hbm), ("L2 chase", lambda: cycles(0, "l2_round_trip_us")),
+            ("atomic chase", lambda: cycles(1, "atomic_round_trip_us"))]
+
+
+def driver_figures(device):
+    """What the driver reports: CUs (SMs), the clock, the memory clock and bus width
+    (Triton's driver utilities), the XCD count where torch's device properties have one
+    (None: not reported)."""
+    props = torch.cuda.get_device_properties(device)
+    found = {"units": props.multi_processor_count, "clock_mhz": None, "memory_clock_mhz": None,
+             "memory_bus_bits": None, "xcds": None}
+    with contextlib.suppress(Exception):  # best effort: an older driver module lacks a field
+        utils = triton.runtime.driver.active.utils.get_device_properties(device.index or 0)
+        found.update(clock_mhz=utils["sm_clock_rate"] / 1e3, memory_clock_mhz=utils["mem_clock_rate"] / 1e3,
+                     memory_bus_bits=utils["mem_bus_width"])
+    named = [name for name in dir(props) if "xcd" in name.lower() or "xcc" in name.lower()]
+    if named:
+        found["xcds"] = getattr(props, named[0])
+    return found
+
+
+def measure_machine(device, sizes=ProbeSizes(), clock=time.perf_counter, timer=time_call_us, driver=driver_figures):
+    """Run the probes (_probe_steps) within PROBE_BUDGET_S -> {"arch", "device", "figures",
+    "skipped", "failed", "wall_s"}. A probe after the first (which carries the process's
+    first Triton launch) is skipped when the seconds spent plus the longest probe since
+    would pass the budget; one that raises (a build, a wrong end; not out of memory or a
+    device fault) is reported failed and the others go on."""
+    record = {"arch": _arch(device), "device": _device_name(device), "figures": dict(driver(device)),
+              "skipped": [], "failed": []}
+    start, longest = clock(), 0.0
+    for index, (name, run) in enumerate(_probe_steps(device, sizes, timer, record["figures"])):
+        if index and clock() - start + longest > PROBE_BUDGET_S:
+            record["skipped"].append(name)
+            continue
+        began = clock()
+        try:
+            record["figures"].update(run())
+        except Exception as exc:  # noqa: BLE001 - a probe is never worth the submission
+            if _fatal(exc, device):
+                raise
+            record["failed"].append((name, error_summary(exc)[:200]))
+        longest = max(longest, clock() - began) if index else 0.0
+    record["wall_s"] = clock() - start
+    return record
+
+
+def machine_probes(device):
+    """This process's probes of `device`: measured, and their lines printed, on the first
+    call (on a GPU, unless MLA_PROBES=0); the same record after."""
+    if device not in MACHINE:
+        if os.environ.get("MLA_PROBES") == "0" or device.type != "cuda":
+            why = "off (MLA_PROBES=0)" if device.type == "cuda" else \
+                f"not timed on a {device.type} (Triton's interpreter: no device to time)"
+            MACHINE[device] = {"arch": _arch(device), "device": _device_name(device), "off": why}
+        else:
+            MACHINE[device] = measure_machine(device)
+        print("\n".join(machine_lines(MACHINE[device])), file=sys.stderr, flush=True)
+    return MACHINE[device]
+
+
+def machine_lines(record):
+    """The report's lines of the probes: a title, a line per figure, the seconds spent, and
+    with any figure the MEASURED MACHINE block."""
+    title = ("submission: machine probes (once per process, before tuning; each timed as the runner times a "
+             f"call: cache flush queued, events around the launches): {record['device']}, architecture "
+             f"{record['arch']}, source {SOURCE_ID}")
+    if "off" in record:
+        return [f"{title}: {record['off']}"]
+    found = record["figures"]
+
+    def shown(name, unit="us", digits=3):
+        return f"{found[name]:.{digits}f} {unit}" if found.get(name) is not None else "not measured"
+    lines = [title, f"  launch: empty {shown('launch_us', digits=2)}, two back to back "
+                    f"{shown('two_launches_us', digits=2)} (medians of {PROBE_RUNS})",
+             f"  copy: {shown('copy_gbs', 'GB/s', 0)} read + written (best of {PROBE_RUNS})",
+             f"  one lane's dependent loads, per round trip: HBM (cold lines) {shown('hbm_round_trip_us')}, "
+             f"L2 {shown('l2_round_trip_us')}; returning device-scope atomics (L2) {shown('atomic_round_trip_us')}",
+             f"  driver: {found.get('units')} CUs, clock {shown('clock_mhz', 'MHz', 0)}, memory clock "
+             f"{shown('memory_clock_mhz', 'MHz', 0)} x {found.get('memory_bus_bits')} bits, XCDs "
+             f"{found['xcds'] if found.get('xcds') is not None else 'not reported'}"]
+    lines += [f"  probe skipped for the budget: {name}" for name in record["skipped"]]
+    lines += [f"  probe failed: {name}: {why}" for name, why in record["failed"]]
+    lines.append(f"  probes' wall time {record['wall_s']:.2f} s, builds included (budget {PROBE_BUDGET_S:.1f} s): "
+                 "the first call's extra time")
+    return lines + [machine_block(record)]
+
+
+def machine_block(record):
+    """The probes' figures as a MEASURED MACHINE block, in the format `python eval.py ingest`
+    keeps (4-5 significant digits)."""
+    provenance = (f"{record['device']}, torch {torch.__version__}, triton {triton.__version__}, "
+                  f"{time.strftime('%Y-%m-%d')}: machine probes, source {SOURCE_ID}")
+    figures = {**record["figures"], "probes_wall_s": record["wall_s"]}
+    lines = [MACHINE_BEGIN, "MEASURED_MACHINE = {", f"    {record['arch']!r}: {{"]
+    lines += [f"        {name!r}: {float(f'{value:.5g}') if isinstance(value, float) else value!r},"
+              for name, value in figures.items()]
+    return "\n".join(lines + ["    },", "}", "MACHINE_ON = {", f"    {record['arch']!r}: {provenance!r},", "}",
+                              MACHINE_END])
 
 _PLANS = OrderedDict()
 MAX_PLANS = 32

@@ -44,11 +44,14 @@ def build_report(tmp_path_factory, pythonpath):
     return json.loads(out.read_text())
 
 
-def json_from_runner_triton(script, **env_extra):
-    """Run `script` with the runner's Triton (a subprocess: this process has the interpreter
-    on and the newest Triton imported) -> the JSON of its last stdout line."""
+def json_from_runner_triton(script, newest=False, **env_extra):
+    """Run `script` with the runner's Triton (newest: this environment's own) in a subprocess
+    (this process has the interpreter on and the newest Triton imported) -> the JSON of its
+    last stdout line."""
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
-    env.update(PYTHONPATH=runner_triton_dir(), **env_extra)
+    env.update(env_extra)
+    if not newest:
+        env["PYTHONPATH"] = runner_triton_dir()
     result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
                             timeout=1200)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -671,3 +674,51 @@ def test_planted_ring_hazards_of_both_kinds_are_found(ring_builds):
     moved = "\n".join(lines[:at] + lines[at + 1:copy + 1] + [lines[at]] + lines[copy + 1:])
     late = lds_banks.ring_hazards(moved, 4, args)
     assert late["war"] and not late["raw"], (len(late["war"]), len(late["raw"]))
+
+
+# The machine probes' kernels (submission.py, "Machine probes"): what each must compile to for
+# its figure to mean what the report says.
+PROBES_SCRIPT = r"""
+import json, re
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+import submission as sub
+chase = {"next_ptr": "*i32", "end_ptr": "*i32", "start": "i32", "hops": "i32", "atomic": "i32", "increment": "i32",
+         "words_mask": "i32"}
+kernels = {"empty": (sub._probe_empty_kernel, {}, {}, 1), "chase": (sub._probe_chase_kernel, chase, {}, 1),
+           "copy": (sub._probe_copy_kernel, {"src_ptr": "*i32", "dst_ptr": "*i32"}, {"BLOCK": sub.COPY_BLOCK}, 8)}
+found = {"triton": triton.__version__}
+for target, gpu in (("gfx950", GPUTarget("hip", "gfx950", 64)), ("sm90", GPUTarget("cuda", 90, 32))):
+    for name, (fn, signature, constexprs, warps) in kernels.items():
+        aligned = {(fn.arg_names.index(arg),): [["tt.divisibility", 16]] for arg in signature if arg.endswith("_ptr")}
+        try:  # pointers 16-byte aligned, as the runtime specializes torch's allocations
+            built = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=aligned),
+                                   target=gpu, options={"num_warps": warps})
+        except Exception as exc:
+            found[f"{target} {name}"] = {"error": f"{type(exc).__name__}: {exc}"[-800:]}
+            continue
+        code = built.asm["amdgcn" if target == "gfx950" else "ptx"]
+        found[f"{target} {name}"] = {
+            "atomics": re.findall(r"global_atomic_add\S*[^\n]*|atom\.global\.gpu\.relaxed\.add\S*", code),
+            "loads": re.findall(r"^\s*((?:global|buffer)_load_\w+|ld\.global(?:\.v4)?\.b32)", code, re.M)}
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.parametrize("which", ["runner", "newest"])
+def test_the_machine_probes_build_for_both_targets_as_they_must(which):
+    """With the runner's Triton and the newest: every probe kernel builds for gfx950 and sm_90;
+    the chase keeps a real returning atomic (a literal 0 increment is folded into a load) and
+    loads its next index with a vector-memory load; the copy moves 16 bytes per lane per load."""
+    found = json_from_runner_triton(PROBES_SCRIPT, newest=which == "newest")
+    assert (found["triton"] == RUNNER_TRITON) == (which == "runner")
+    for key, facts in found.items():
+        assert key == "triton" or "error" not in facts, (key, facts)
+    atomics = found["gfx950 chase"]["atomics"]  # the loop may be unrolled: one or more, each returning (sc0)
+    assert atomics and all(atomic.endswith(" sc0") for atomic in atomics), atomics
+    assert "global_load_dword" in found["gfx950 chase"]["loads"]
+    assert set(found["sm90 chase"]["atomics"]) == {"atom.global.gpu.relaxed.add.u32"}
+    assert "ld.global.b32" in found["sm90 chase"]["loads"]
+    assert found["gfx950 copy"]["loads"] and {load[-7:] for load in found["gfx950 copy"]["loads"]} == {"dwordx4"}
+    assert set(found["sm90 copy"]["loads"]) == {"ld.global.v4.b32"}

@@ -379,6 +379,10 @@ def test_the_source_id_ignores_the_table_and_sees_the_code():
     retabled = text.split(begin, 1)[0] + begin + "\nMEASURED_DISPATCH = {}\nMEASURED_ON = {}\n" + end \
         + text.split(end, 1)[1]
     assert submission.source_id(retabled) == submission.SOURCE_ID
+    begin, end = submission.MACHINE_BEGIN, submission.MACHINE_END
+    remeasured = text.split(begin, 1)[0] + begin + "\nMEASURED_MACHINE = {'gfx950': {'launch_us': 4.0}}\n" + end \
+        + text.split(end, 1)[1]
+    assert submission.source_id(remeasured) == submission.SOURCE_ID
     assert submission.source_id(text.replace("def custom_kernel", "def  custom_kernel")) != submission.SOURCE_ID
 
 

@@ -94,8 +94,10 @@ def test_the_submission_holds_each_marker_once():
     """source_id, tune and ingest cut the file at the first BEGIN and the first END marker: a
     second copy of either (a literal in code before the block, say) would cut it wrongly."""
     text = (ROOT / "submission.py").read_text(encoding="utf-8")
-    assert text.count(harness.TABLE_BEGIN) == 1 and text.count(harness.TABLE_END) == 1
-    assert text.index(harness.TABLE_BEGIN) < text.index(harness.TABLE_END)
+    for begin, end in ((harness.TABLE_BEGIN, harness.TABLE_END), (harness.MACHINE_BEGIN, harness.MACHINE_END)):
+        assert text.count(begin) == 1 and text.count(end) == 1
+        assert text.index(begin) < text.index(end)
+    assert text.index(harness.TABLE_END) < text.index(harness.MACHINE_BEGIN)  # beside it, after it
 
 
 def test_the_submissions_source_id_is_evals():
@@ -167,6 +169,76 @@ def test_force_ingests_a_block_of_another_source(tmp_path, target, capsys, monke
     assert harness.measured_table(target.read_text())[0]["gfx950"][(256, 8192)] == ("aiter",)
 
 
+# --- the machine probes' block: kept beside the dispatch block --------------------------
+
+FIGURES = {"units": 256, "clock_mhz": 2400.0, "xcds": None, "launch_us": 4.1, "two_launches_us": 7.9,
+           "copy_gbs": 5200.0, "hbm_round_trip_us": 1.21}
+MI355X_MACHINE = "AMD Instinct MI355X, torch 2.10.0+rocm7.1, triton 3.6.0, 2026-12-0{day}: machine probes, source {sid}"
+
+
+def machine_report(figures=FIGURES, day=1, sid=TARGET_ID, arch="gfx950", device="AMD Instinct MI355X", prefix=""):
+    """A MEASURED MACHINE block as the submission prints it (submission.machine_block)."""
+    provenance = MI355X_MACHINE.format(day=day, sid=sid).replace("AMD Instinct MI355X", device)
+    lines = [harness.MACHINE_BEGIN, "MEASURED_MACHINE = {", f"    {arch!r}: {{",
+             *[f"        {name!r}: {value!r}," for name, value in figures.items()], "    },", "}", "MACHINE_ON = {",
+             f"    {arch!r}: {provenance!r},", "}", harness.MACHINE_END]
+    return "\n".join(prefix + line for line in lines) + "\n"
+
+
+def kept_machine(path):
+    return harness.parse_machine_block(path.read_text(), "target")
+
+
+def test_a_machine_block_is_kept_beside_the_dispatch_block(tmp_path, target, capsys, monkeypatch):
+    """The last machine block per architecture, right after the dispatch block, its
+    provenance + the log's name; the source id unchanged; a log without one as before."""
+    later = {**FIGURES, "launch_us": 4.3}
+    log = LOG + machine_report(prefix="stderr: ") + machine_report(later, day=2)
+    code, out, err = ingest_main(capsys, monkeypatch, write_log(tmp_path, log), target)
+    assert code == 0, err
+    text = target.read_text()
+    assert harness.TABLE_END + "\n" + harness.MACHINE_BEGIN in text and text.endswith(harness.MACHINE_END + TAIL)
+    machine, machine_on = kept_machine(target)
+    assert machine == {"gfx950": later}
+    assert machine_on == {"gfx950": MI355X_MACHINE.format(day=2, sid=TARGET_ID) + "; ingested from log.txt"}
+    assert harness.source_id(text) == TARGET_ID
+    assert "the machine of gfx950" in out
+    assert ingest_main(capsys, monkeypatch, write_log(tmp_path, LOG, "older.txt"), target)[0] == 0
+    assert kept_machine(target)[0] == {"gfx950": later}  # a log without probes leaves it
+
+
+def test_a_machine_block_alone_is_ingested(tmp_path, target, capsys, monkeypatch):
+    code, _, err = ingest_main(capsys, monkeypatch, write_log(tmp_path, machine_report()), target)
+    assert code == 0, err
+    assert kept_machine(target)[0] == {"gfx950": FIGURES} and harness.measured_table(target.read_text())[0] == \
+        harness.measured_table(TARGET)[0]
+
+
+def test_the_real_submission_keeps_an_ingested_machine_block(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "submission.py"
+    shutil.copy(ROOT / "submission.py", path)
+    source = path.read_text()
+    log = report(SECOND, sid=harness.source_id(source)) + machine_report(sid=harness.source_id(source))
+    assert ingest_main(capsys, monkeypatch, write_log(tmp_path, log), path)[0] == 0
+    text = path.read_text()
+    compile(text, "submission.py", "exec")
+    namespace = {}
+    exec(text.split(harness.MACHINE_BEGIN, 1)[1].split(harness.MACHINE_END, 1)[0], namespace)  # plain literals
+    assert namespace["MEASURED_MACHINE"] == {"gfx950": FIGURES} and harness.source_id(text) == harness.source_id(source)
+    assert text.count(harness.MACHINE_BEGIN) == 1 and text.count(harness.MACHINE_END) == 1
+
+
+def test_a_machine_block_of_another_device_than_the_kept_one_is_refused(tmp_path, target, capsys, monkeypatch):
+    assert ingest_main(capsys, monkeypatch, write_log(tmp_path, machine_report()), target)[0] == 0
+    kept = target.read_text()
+    other = write_log(tmp_path, machine_report(device="AMD Instinct MI350X", day=2), "other.txt")
+    code, _, err = ingest_main(capsys, monkeypatch, other, target)
+    assert code == 2 and "gfx950's machine was measured on AMD Instinct MI350X, but submission.py keeps the " \
+                          "figures of AMD Instinct MI355X" in err and target.read_text() == kept
+    assert ingest_main(capsys, monkeypatch, other, target, "--force")[0] == 0
+    assert harness.provenance_device(kept_machine(target)[1]["gfx950"]) == "AMD Instinct MI350X"
+
+
 # --- malformed logs: one line on stderr, exit 2, the submission untouched ----------------
 
 def broken(line_text, replacement):
@@ -198,6 +270,16 @@ MALFORMED = {
                         f"log.txt line 1: gfx950 was measured with submission source 0123456789ab, but "
                         f"submission.py has source {TARGET_ID}"),
     "no-source": (report(SECOND).replace(f", source {TARGET_ID}", ""), [], "no `source <id>` in its MEASURED_ON"),
+    "machine-of-another-source": (report(SECOND) + machine_report(sid="0123456789ab"), [],
+                                  "gfx950's machine was measured with submission source 0123456789ab"),
+    "machine-figure-not-a-number": (machine_report({**FIGURES, "launch_us": "fast"}), [],
+                                    "gfx950 'launch_us': 'fast' is not a figure of the probes"),
+    "machine-figure-negative": (machine_report({**FIGURES, "copy_gbs": -1.0}), [],
+                                "gfx950 'copy_gbs': -1.0 is not a figure of the probes"),
+    "machine-figure-unknown": (machine_report({**FIGURES, "launch_ms": 0.004}), [],
+                               "gfx950 'launch_ms': 0.004 is not a figure of the probes"),
+    "machine-truncated": (machine_report().split("MACHINE_ON")[0], [],
+                          "log.txt line 1: a MEASURED MACHINE block begins and the log ends before"),
 }
 
 

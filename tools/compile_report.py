@@ -5,6 +5,7 @@ and a static time bound per leaderboard case for the variant the dispatch picks 
 
     python tools/compile_report.py [--target gfx950|sm90|all] [--json PATH]
     PYTHONPATH=/path/to/triton-3.6.0 python tools/compile_report.py ...   # another Triton
+    python tools/compile_report.py --candidates --json PATH   # the tuning candidates' other forms
 
 One row per (target, kernel, constants): the Triton version, registers, spills, the LDS /
 shared memory the launch allocates (compiled.metadata.shared: Triton allocates LDS
@@ -676,6 +677,33 @@ def gluon_case_rows(gluon_rows):
     return rows
 
 
+def candidate_variants(target_name):
+    """The first form of every first-call tuning candidate (submission.ranked_candidates over the
+    leaderboard cases) that kernel_variants does not build, in its spec: (kernel, signature,
+    constexprs, num_warps, num_stages). The Gluon kernel's forms are the gluon rows."""
+    _, arch, _, platform = TARGETS[target_name]
+    built = {(fn.__name__, tuple(consts.items()), warps, stages)
+             for fn, _, consts, warps, stages in kernel_variants(target_name)}
+    with _dispatching_as(target_name):
+        choices = [c for case in LEADERBOARD_CASES for c in sub.ranked_candidates(*case, sub.torch.device("cpu"))]
+    found = {}
+    for launch in (sub.make_launch(*choice[1:]) for choice in choices if choice[0] == "triton"):
+        variant = sub.variants_for(arch, platform, launch.block_n, launch.num_warps, launch.num_stages, launch.scores,
+                                   launch.merge)[0]
+        fn, signature, consts = _build_spec(variant, launch.num_splits)
+        key = (fn.__name__, tuple(consts.items()), variant.num_warps, variant.num_stages)
+        if not variant.gluon and key not in built:
+            found.setdefault(key, (fn, signature, consts, variant.num_warps, variant.num_stages))
+    return list(found.values())
+
+
+def candidate_report(target_names) -> list:
+    """Rows "candidate": the builds of candidate_variants (what tools/latency_model.py predicts
+    a tuning report's candidates from, beside the report's own variants)."""
+    return [{**compile_one(name, *variant), "row": "candidate"} for name in target_names
+            for variant in candidate_variants(name)]
+
+
 def report(target_names) -> list:
     rows = []
     for name in target_names:
@@ -691,7 +719,7 @@ MERGE_SHORT = {sub.MERGE_DIRECT: "dir", sub.MERGE_COMBINE: "cmb", sub.MERGE_FUSE
 
 
 def print_rows(rows):
-    variants = [r for r in rows if r["row"] in ("variant", "gluon")]
+    variants = [r for r in rows if r["row"] in ("variant", "gluon", "candidate")]
     print(f"{'target':<7} {'triton':<6} {'kernel':<31} {'convert':<9} {'BN':>3} {'pin':>3} {'mrg':>3} "
           f"{'warps':>5} {'stg':>3} {'regs':>14} {'spills':>6} {'LDS/shm':>7} {'occ':>4} {'mma':>4} "
           f"{'loop/el':>7} {'LDS B/el':>8} {'MFMA/4':>7} {'pf':>3}  matrix per wave per tile")
@@ -815,12 +843,16 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", choices=[*TARGETS, "all"], default="all")
     parser.add_argument("--json")
+    parser.add_argument("--candidates", action="store_true",
+                        help="only the first-call tuning candidates' forms the report does not build (rows "
+                             "'candidate', for tools/latency_model.py)")
     args = parser.parse_args()
-    rows = report(list(TARGETS) if args.target == "all" else [args.target])
+    targets = list(TARGETS) if args.target == "all" else [args.target]
+    rows = candidate_report(targets) if args.candidates else report(targets)
     print_rows(rows)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
-    failed = [r for r in rows if r["row"] in ("variant", "gluon") and "error" in r
+    failed = [r for r in rows if r["row"] in ("variant", "gluon", "candidate") and "error" in r
               and not r["error"].startswith("Gluon unavailable")]
     return 1 if failed else 0
 

@@ -1,36 +1,122 @@
-"""The MI355X per-case time predicted from the compile report's static latency counts (a
-prediction: nothing of ours has run on an MI355X). For each leaderboard case, the dispatched
-gfx950 variant of a compile report (tools/compile_report.py --json) and its counts
-(tools/isa_latency.py):
+"""A call's time predicted from the compile report's static latency counts, for any Triton or
+Gluon candidate of the split kernel (its family, tile, warps, splits, stages and merge), under
+a machine's parameters: the ones assumed (ASSUMED: nothing of ours has run on an MI355X) or the
+ones the submission's machine probes measured (its MEASURED MACHINE block). For each candidate,
+the compile report's build of the form it runs first (tools/compile_report.py --json) and that
+build's counts (tools/isa_latency.py):
 
     python tools/latency_model.py --report results/compile_report_triton3.6.0.json \
-        [--baseline OLD_REPORT.json] [--latency-us 1 2] [--launch-us 4] [--json PATH]
+        [--baseline OLD_REPORT.json] [--latency-us 1 2] [--launch-us 4] [--machine FILE] [--json PATH]
+    python eval.py model LOG     # every candidate of a runner's tuning report beside its prediction
 
-Model, per call (every constant is an argument or stated here):
-  launches x launch_us (the split kernel, and the combine kernel when the splits merge through it;
-      ~4 us per launch event-timed on AMD: ROCm TransferBench PR 297)
-  + the split kernel: max(HBM time at 8 TB/s, the programs' chain), the chain being
-      ceil(programs / 256 CUs) x (one workgroup per CU: every SCALED form holds >= 64 KB of LDS
-      and >= 256 registers per wave)
-      [ round_trips_to_first_mma x L + issue(tile) + (tiles per program - 1) x per_tile + L ]
-      per_tile = max(round_trips_per_tile x L, issue(tile), and for a loop that prefetches
-      (round_trips_per_tile <= 1) the tile's HBM bytes / (bytes_in_flight_per_unit / L): Little's law)
-      issue(tile) = the report's issue clocks per element x tile elements / 2.4 GHz; the last L:
-      the partials' or output's stores
-  + the combine kernel, when there is one: 2 L + 1 us (its loads of the partials, its stores).
-L: the latency of one dependent global round trip under load (assumed, not measured on an MI355X:
-the H200's probes read 0.3-0.7 us for one with the probe's own cost, tools/latency_calibration.py).
+The first form prints the dispatched gfx950 case of each leaderboard case at each --latency-us
+and, where FILE (a submission, by default submission.py, or a runner's log) holds a MEASURED
+MACHINE block for gfx950, under the measured parameters too.
+
+Model, per call (Machine's fields; L = round_trip_us):
+  launch_us + (launches - 1) x extra_launch_us (the split kernel, and the combine kernel when
+      the splits merge through it; ~4 us per launch event-timed on AMD: ROCm TransferBench PR 297)
+  + the split kernel: max(its HBM bytes at hbm_bytes_per_s, the programs' chain), the chain
+      ceil(programs / (units x programs per unit)) x
+      [ round_trips_to_first_mma x L + k x issue(tile) + (tiles per program - 1) x per_tile + L ]
+      programs per unit: as many workgroups as the build's registers and LDS let a CU (SM)
+      hold (one for every SCALED form and the Gluon kernel); k = min(that, ceil(programs /
+      units)): the programs sharing one unit's issue;
+      per_tile = max(round_trips_per_tile x L, k x issue(tile), and for a loop that prefetches
+      (round_trips_per_tile <= 1) the tile's HBM bytes / (the bytes one program keeps in flight
+      / L): Little's law), the bytes one program keeps in flight = bytes_in_flight_per_unit /
+      programs per unit; issue(tile) = the report's issue clocks per element x tile elements /
+      clock_hz; the last L: the partials' or output's stores
+  + the combine kernel (COMBINE): 2 L + 1 us (its loads of the partials, its stores)
+  + the FUSED merge: atomic_us (the counter) + num_splits x L (the last program reads each
+      split's partial in turn and waits for it).
+ASSUMED["gfx950"]: launches 4 us, L = 1 us (the H200's probes read 0.3-0.7 us for one round trip
+with the probe's own cost: tools/latency_calibration.py), 8 TB/s, 2.4 GHz, 256 CUs;
+ASSUMED["sm90"]: the H200's figures in the shared notes (one launch 2.85 us, each further
+1.5 us, L 0.6 us, the copy rate 4.27 TB/s, 1.98 GHz, 132 SMs).
 """
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
+from typing import NamedTuple
 
-HBM_BYTES_PER_S = 8e12
-CLOCK_HZ = 2.4e9
-UNITS = 256
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
+
+import submission as sub  # noqa: E402
+
 TOKEN_BYTES = 306
+ELEMENTS_PER_TOKEN = 576
 VARIANT_KEYS = ("kernel", "family", "BLOCK_N", "convert", "num_warps", "num_stages", "MERGE")
+TARGET_ARCH = {"gfx950": ("gfx950", "hip"), "sm90": ("sm_90", "cuda")}  # compile-report target -> arch, platform
+ARCH_TARGET = {arch: target for target, (arch, _) in TARGET_ARCH.items()}
+
+
+class Machine(NamedTuple):
+    """The machine parameters the model takes (each one a figure of the machine probes)."""
+    launch_us: float  # an empty launch, event-timed
+    extra_launch_us: float  # each further dependent launch of the call
+    round_trip_us: float  # L: one dependent global round trip (the probes' HBM chase)
+    atomic_us: float  # a returning device-scope atomic (the FUSED merge's counter)
+    hbm_bytes_per_s: float  # the copy rate, bytes read + written
+    clock_hz: float
+    units: int  # CUs (SMs)
+
+
+ASSUMED = {"gfx950": Machine(4.0, 4.0, 1.0, 1.0, 8e12, 2.4e9, 256),
+           "sm90": Machine(2.85, 1.53, 0.6, 0.6, 4.27e12, 1.98e9, 132)}
+# Machine field <- (the probes' figures it is made of; how)
+FROM_FIGURES = {"launch_us": ("launch_us",), "extra_launch_us": ("two_launches_us", "launch_us"),
+                "round_trip_us": ("hbm_round_trip_us",), "atomic_us": ("atomic_round_trip_us",),
+                "hbm_bytes_per_s": ("copy_gbs",), "clock_hz": ("clock_mhz",), "units": ("units",)}
+
+
+def machine_from_figures(figures, assumed):
+    """A Machine from the probes' figures (MEASURED_MACHINE's entry), each field the assumed
+    one where its figures are missing -> (Machine, [the fields taken from `assumed`])."""
+    values, missing = assumed._asdict(), []
+    for field, names in FROM_FIGURES.items():
+        found = [figures.get(name) for name in names]
+        if any(value is None for value in found):
+            missing.append(field)
+            continue
+        values[field] = {"extra_launch_us": lambda two, one: two - one, "hbm_bytes_per_s": lambda gbs: gbs * 1e9,
+                         "clock_hz": lambda mhz: mhz * 1e6}.get(field, lambda value: value)(*found)
+    return Machine(**values), missing
+
+
+def programs_per_unit(variant):
+    """Workgroups one CU (SM) holds at the build's occupancy (gfx950: waves per SIMD x 4 SIMDs
+    / warps; sm90: programs per SM), at least 1."""
+    if variant.get("programs_per_sm"):
+        return variant["programs_per_sm"]
+    return max(1, int(variant.get("waves_per_simd", 1) * 4 // variant["num_warps"]))
+
+
+def predict_us(case, variant, machine):
+    """The model of the module docstring for one call, in microseconds. case: batch, kv_len,
+    BLOCK_N, num_splits, launches, MERGE; variant: the compile report's row of its build."""
+    counts = variant["latency"]
+    latency_us = machine.round_trip_us
+    block_n = case["BLOCK_N"]
+    tiles_per_program = math.ceil(math.ceil(case["kv_len"] / block_n) / case["num_splits"])
+    programs = case["batch"] * case["num_splits"]
+    per_unit = programs_per_unit(variant)
+    sharing = min(per_unit, math.ceil(programs / machine.units))
+    issue_us = variant["clocks_per_element"]["issue"] * block_n * ELEMENTS_PER_TOKEN / machine.clock_hz * 1e6
+    little_us = 0.0
+    if counts["round_trips_per_tile"] <= 1 and counts["bytes_in_flight_per_unit"]:
+        little_us = block_n * TOKEN_BYTES * latency_us * per_unit / counts["bytes_in_flight_per_unit"]
+    per_tile = max(counts["round_trips_per_tile"] * latency_us, sharing * issue_us, little_us)
+    chain = (counts["round_trips_to_first_mma"] * latency_us + sharing * issue_us
+             + (tiles_per_program - 1) * per_tile + latency_us)
+    hbm_us = case["batch"] * case["kv_len"] * TOKEN_BYTES / machine.hbm_bytes_per_s * 1e6
+    split_us = max(math.ceil(programs / (machine.units * per_unit)) * chain, hbm_us)
+    merge_us = {sub.MERGE_COMBINE: 2 * latency_us + 1.0,
+                sub.MERGE_FUSED: machine.atomic_us + case["num_splits"] * latency_us}.get(case["MERGE"], 0.0)
+    return machine.launch_us + (case["launches"] - 1) * machine.extra_launch_us + split_us + merge_us
 
 
 def dispatched(rows):
@@ -41,27 +127,8 @@ def dispatched(rows):
             yield case, next(v for v in variants if all(v.get(k) == case[k] for k in VARIANT_KEYS))
 
 
-def predict_us(case, variant, latency_us, launch_us):
-    """The model of the module docstring for one case, in microseconds."""
-    counts = variant["latency"]
-    block_n = case["BLOCK_N"]
-    tiles = math.ceil(case["kv_len"] / block_n)
-    tiles_per_program = math.ceil(tiles / case["num_splits"])
-    programs = case["batch"] * case["num_splits"]
-    issue_us = variant["clocks_per_element"]["issue"] * block_n * 576 / CLOCK_HZ * 1e6
-    little_us = 0.0
-    if counts["round_trips_per_tile"] <= 1 and counts["bytes_in_flight_per_unit"]:
-        little_us = block_n * TOKEN_BYTES * latency_us / counts["bytes_in_flight_per_unit"]
-    per_tile = max(counts["round_trips_per_tile"] * latency_us, issue_us, little_us)
-    chain = (counts["round_trips_to_first_mma"] * latency_us + issue_us + (tiles_per_program - 1) * per_tile
-             + latency_us)
-    hbm_us = case["batch"] * case["kv_len"] * TOKEN_BYTES / HBM_BYTES_PER_S * 1e6
-    split_us = max(math.ceil(programs / UNITS) * chain, hbm_us)
-    combine_us = 2 * latency_us + 1.0 if case["launches"] == 2 else 0.0
-    return case["launches"] * launch_us + split_us + combine_us
-
-
-def table(rows, latencies, launch_us):
+def table(rows, machines):
+    """{case: {variant, counts, us: {machine name: us}}} of the dispatched gfx950 cases."""
     out = {}
     for case, variant in dispatched(rows):
         key = f"({case['batch']}, {case['kv_len']})"
@@ -69,13 +136,146 @@ def table(rows, latencies, launch_us):
                                f"x{case['num_splits']} {case['merge']}",
                     "counts": {k: variant["latency"][k] for k in ("round_trips_to_first_mma", "round_trips_per_tile",
                                                                   "bytes_in_flight_per_unit")},
-                    "us": {str(latency): round(predict_us(case, variant, latency, launch_us), 1)
-                           for latency in latencies}}
+                    "us": {name: round(predict_us(case, variant, machine), 1) for name, machine in machines.items()}}
     return out
 
 
 def geomean(values):
     return math.exp(sum(map(math.log, values)) / len(values))
+
+
+# ---------------------------------------------------------------------------------------
+# Any candidate of a first-call tuning report
+# ---------------------------------------------------------------------------------------
+
+def choice_from_description(text):
+    """A report's candidate ('scaled t128 w8 s4 st2 combine', 'aiter') -> its dispatch choice,
+    None when the text is neither."""
+    if text.strip() == "aiter":
+        return ("aiter",)
+    families = {name: value for value, name in sub.FAMILY_NAMES.items()}
+    merges = {name: value for value, name in sub.MERGE_NAMES.items()}
+    parts = text.split()
+    if len(parts) != 6 or parts[0] not in families or parts[5] not in merges:
+        return None
+    try:
+        sizes = [int(part[len(prefix):]) for part, prefix in zip(parts[1:5], ("t", "w", "s", "st"))
+                 if part.startswith(prefix)]
+    except ValueError:
+        return None
+    return ("triton", *sizes, families[parts[0]], merges[parts[5]]) if len(sizes) == 4 else None
+
+
+def candidate_build(rows, target, batch, kv_len, choice):
+    """(case fields for predict_us, the compile report's row of the build the candidate runs
+    first) or (None, why there is no prediction)."""
+    import compile_report
+    if choice[0] != "triton":
+        return None, "aiter's own kernels: the model covers the Triton and Gluon split kernels"
+    arch, platform = TARGET_ARCH[target]
+    launch = sub.make_launch(*choice[1:])
+    case = {"batch": batch, "kv_len": kv_len, "BLOCK_N": launch.block_n, "num_splits": launch.num_splits,
+            "launches": 2 if launch.merge == sub.MERGE_COMBINE else 1, "MERGE": launch.merge}
+    if launch.scores == sub.ONCE_SCORES and target == "gfx950" and \
+            (launch.block_n, launch.num_warps) == (sub.GL_BLOCK_N, sub.GL_NUM_WARPS):
+        # the Gluon kernel: what the runner's Triton runs first (gluon_capable there)
+        found = [r for r in rows if r["row"] == "gluon" and r["target"] == target and r["MERGE"] == launch.merge]
+    else:
+        variant = sub.variants_for(arch, platform, launch.block_n, launch.num_warps, launch.num_stages,
+                                   launch.scores, launch.merge)[0]
+        fn, _, consts = compile_report._build_spec(variant, launch.num_splits)
+        same = [r for r in rows if r["row"] in ("variant", "candidate") and r["target"] == target
+                and r["kernel"] == fn.__name__
+                and r["num_warps"] == variant.num_warps and r["num_stages"] == variant.num_stages]
+        found = [r for r in same if all(r.get(k) == v for k, v in consts.items())] or \
+            [r for r in same if all(r.get(k) == v for k, v in consts.items() if k != "FUSED_CHUNK")]
+    found = [r for r in found if "error" not in r and "latency" in r and "clocks_per_element" in r]
+    if not found:
+        return None, f"no {target} build of its first form in the compile report"
+    return case, found[0]
+
+
+def load_rows(report_path):
+    """A compile report's rows, with the rows of its candidates' file beside it where there is
+    one (compile_report_triton<V>.json -> compile_report_candidates_triton<V>.json: the tuning
+    candidates' forms the report does not build, tools/compile_report.py --candidates)."""
+    path = Path(report_path)
+    beside = path.with_name(path.name.replace("compile_report_triton", "compile_report_candidates_triton"))
+    return json.loads(path.read_text()) + (json.loads(beside.read_text()) if beside != path and beside.is_file()
+                                           else [])
+
+
+def error(predicted_us, measured_us):
+    """The model's error: predicted / measured - 1."""
+    return predicted_us / measured_us - 1
+
+
+def compare_cases(cases, rows, target, machines):
+    """Per case of a tuning report ({(batch, kv_len): [(description, measured us, runs)]},
+    the pick first), each candidate's prediction under each Machine of `machines` ({name:
+    Machine}) beside its measured time, and the model's error for the pick and the worst
+    candidate (the largest |error| under the last machine) -> [{batch, kv_len, candidates,
+    pick_error, worst}]."""
+    last = list(machines)[-1]
+    out = []
+    for (batch, kv_len), candidates in cases.items():
+        found = []
+        for index, (description, measured_us, runs) in enumerate(candidates):
+            row = {"candidate": description, "measured_us": measured_us, "runs": runs, "pick": index == 0}
+            choice = choice_from_description(description)
+            case, build = (None, "not a candidate description") if choice is None else \
+                candidate_build(rows, target, batch, kv_len, choice)
+            if case is None:
+                row["no_prediction"] = build
+            else:
+                row["predicted_us"] = {name: predict_us(case, build, machine) for name, machine in machines.items()}
+                row["error"] = {name: error(us, measured_us) for name, us in row["predicted_us"].items()}
+            found.append(row)
+        predicted = [row for row in found if "error" in row]
+        worst = max(predicted, key=lambda row: abs(row["error"][last]), default=None)
+        out.append({"batch": batch, "kv_len": kv_len, "candidates": found,
+                    "pick_error": found[0].get("error") if found else None,
+                    "worst": {"candidate": worst["candidate"], "error": worst["error"]} if worst else None})
+    return out
+
+
+def format_comparison(compared, machine_names):
+    """The table of compare_cases: per case a line per candidate, then the errors."""
+    lines = []
+    head = "".join(f" {'predicted us, ' + name:>26}" for name in machine_names)
+    for case in compared:
+        lines += [f"\ncase ({case['batch']}, {case['kv_len']})", f"    {'candidate':<36} {'measured us':>11}{head}"]
+        for row in case["candidates"]:
+            cells = (f"  no prediction: {row['no_prediction']}" if "no_prediction" in row else
+                     "".join(f" {row['predicted_us'][name]:>17.1f} ({row['error'][name]:+5.0%})"
+                             for name in machine_names))
+            lines.append(f"  {'*' if row['pick'] else ' '} {row['candidate']:<36} {row['measured_us']:>11.1f}{cells}")
+    lines.append("\nthe model's error per case (predicted / measured - 1; * the pick; worst: the candidate with "
+                 "the largest error under the last parameters):")
+    for case in compared:
+        pick = case["pick_error"]
+        cells = ", ".join(f"{name} {pick[name]:+.0%}" for name in machine_names) if pick else "no prediction"
+        worst = case["worst"]
+        tail = (f"; worst {worst['candidate']}: " + ", ".join(f"{name} {worst['error'][name]:+.0%}"
+                                                            for name in machine_names)) if worst else ""
+        lines.append(f"  ({case['batch']}, {case['kv_len']}): pick {cells}{tail}")
+    return "\n".join(lines)
+
+
+def measured_machine(path, arch):
+    """The MEASURED MACHINE entry for `arch` in the file at `path` (a submission or a log):
+    (figures, provenance), or (None, why not). A block of another architecture is refused."""
+    import eval as harness
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    blocks = harness.marked_blocks(text, Path(path).name, harness.MACHINE_BEGIN, harness.MACHINE_END)
+    if not blocks:
+        return None, f"{path} has no MEASURED MACHINE block"
+    machine, machine_on = harness.parse_machine_block(blocks[-1][1], f"{Path(path).name} line {blocks[-1][0]}")
+    if arch not in machine:
+        held = ", ".join(sorted(machine))
+        return None, (f"{path}'s MEASURED MACHINE block holds {held}, not {arch}: another device, refused" if held
+                      else f"{path}'s MEASURED MACHINE block is empty (nothing ingested yet)")
+    return machine[arch], machine_on[arch]
 
 
 def main(argv=None):
@@ -84,14 +284,24 @@ def main(argv=None):
     parser.add_argument("--baseline", help="an older compile report, shown beside")
     parser.add_argument("--latency-us", type=float, nargs="+", default=[1.0, 2.0])
     parser.add_argument("--launch-us", type=float, default=4.0)
+    parser.add_argument("--machine", default=str(ROOT / "submission.py"),
+                        help="a file with a MEASURED MACHINE block (default submission.py)")
     parser.add_argument("--json")
     options = parser.parse_args(argv)
+    assumed = ASSUMED["gfx950"]
+    machines = {f"L={latency}": assumed._replace(round_trip_us=latency, atomic_us=latency, launch_us=options.launch_us,
+                                                 extra_launch_us=options.launch_us)
+                for latency in options.latency_us}
+    figures, provenance = measured_machine(options.machine, "gfx950") if Path(options.machine).is_file() \
+        else (None, f"{options.machine} is not a file")
+    if figures is not None:
+        machines["measured"], _ = machine_from_figures(figures, assumed)
+    print(f"measured parameters: {provenance}")
     reports = {"new": options.report} | ({"baseline": options.baseline} if options.baseline else {})
-    tables = {name: table(json.loads(Path(path).read_text()), options.latency_us, options.launch_us)
-              for name, path in reports.items()}
+    tables = {name: table(json.loads(Path(path).read_text()), machines) for name, path in reports.items()}
     names = list(tables)
-    print("| case | " + " | ".join(f"{name}: form, RT>mma, RT/tile, KB in flight; us at L = "
-                                    + " / ".join(map(str, options.latency_us)) for name in names) + " |")
+    print("| case | " + " | ".join(f"{name}: form, RT>mma, RT/tile, KB in flight; us at "
+                                    + " / ".join(machines) for name in names) + " |")
     print("| --- |" + " --- |" * len(names))
     for key in tables["new"]:
         cells = []
@@ -100,13 +310,14 @@ def main(argv=None):
             c = row["counts"]
             cells.append(f"{row['variant']}, {c['round_trips_to_first_mma']}, {c['round_trips_per_tile']}, "
                          f"{c['bytes_in_flight_per_unit'] / 1024:.1f}; "
-                         + " / ".join(f"{row['us'][str(latency)]:.0f}" for latency in options.latency_us))
+                         + " / ".join(f"{row['us'][machine]:.0f}" for machine in machines))
         print(f"| {key} | " + " | ".join(cells) + " |")
-    print("| geomean | " + " | ".join(" / ".join(f"{geomean([r['us'][str(latency)] for r in tables[name].values()]):.0f}"
-                                              for latency in options.latency_us) for name in names) + " |")
+    print("| geomean | " + " | ".join(" / ".join(f"{geomean([r['us'][machine] for r in tables[name].values()]):.0f}"
+                                              for machine in machines) for name in names) + " |")
     if options.json:
-        Path(options.json).write_text(json.dumps({"model": __doc__, "latency_us": options.latency_us,
-                                                  "launch_us": options.launch_us, "reports": reports,
+        Path(options.json).write_text(json.dumps({"model": __doc__, "machines": {k: m._asdict() for k, m in
+                                                                                 machines.items()},
+                                                  "measured_provenance": provenance, "reports": reports,
                                                   "tables": tables}, indent=1) + "\n")
 
 
