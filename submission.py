@@ -129,6 +129,8 @@ ROPE_PAD_BYTES_C = tl.constexpr(ROPE_PAD_BYTES)
 ONCE_GROUPS_C = tl.constexpr(ONCE_GROUPS)
 ONCE_OVERFLOW_LOG2_C = tl.constexpr(ONCE_OVERFLOW_LOG2)
 FUSED_MERGE_HEADS_C = tl.constexpr(FUSED_MERGE_HEADS)
+PORTABLE_C, GFX950_C = tl.constexpr(PORTABLE), tl.constexpr(GFX950)
+DIRECT_C, FUSED_C = tl.constexpr(MERGE_DIRECT), tl.constexpr(MERGE_FUSED)
 
 
 # =======================================================================================
@@ -246,16 +248,11 @@ def _cached_prediction(batch, kv_len, device, failures_so_far):
 
 
 def predicted_choice(batch, kv_len, device, num_sms):
-    """The choice where nothing was measured (docs/performance.md has the model).
-
-    On gfx950 the SCALED family (scaled_launch), whose native form the AOT builds hold to
-    their static goals; first-call tuning times the Gluon kernel (ONCE) beside it. Triton
-    with the native conversion is predicted to beat aiter's fp8 decode on every leaderboard
-    case of the MI355X: it moves 306 bytes per token against 576. If the native conversion
-    failed for this launch (to build, or its self-check), the portable one is ~5x costlier in
-    VALU and aiter is predicted faster above 64k tokens in the batch (the seed's measured
-    crossover). Elsewhere the BF16 family in its portable form.
-    """
+    """The choice where nothing was measured (docs/performance.md has the model): on gfx950
+    the SCALED family (scaled_launch; it moves 306 bytes per token against aiter's 576). Where
+    its native form failed, the BF16 family, or aiter above 64k tokens in the batch when the
+    native conversion failed too (~5x the VALU: the seed's measured crossover). Elsewhere the
+    BF16 family in its portable form."""
     arch = _arch(device)
     launch = default_launch(batch, kv_len, num_sms)
     if arch in SCALED_NATIVE:
@@ -311,25 +308,16 @@ def _one_stage_only(device):
 # 2. First-call tuning: measure the candidates on the machine itself
 # =======================================================================================
 # The runner makes one untimed, checked call per case before it times any, in one process
-# for all cases. On a GPU architecture whose measured table lacks the case, that call times
-# the case's candidates (candidate_groups: by family and merge, merged in turns; each built
-# and checked first: the synthetic self-check and the check of this very call's output; a
-# candidate whose own form failed either and ran a fallback is dropped) with the last-level
-# cache flushed before every timed run and device events around the call, keeps the
-# fastest for the process, and times the pick's kernels once (device events around each
-# launch). MLA_TUNE=0 turns it off, MLA_TUNE=1 allows it on a CPU too (tests); the measured
-# table always wins.
-#
-# Budgets, per case: each of the leaderboard's TUNE_CASES cases gets TUNE_CASE_WALL_S of
-# builds, checks, first runs and timed runs, TUNE_CASE_TIMING_S of them timed runs, so one
-# slow case cannot take the others' share; a candidate whose build would pass the case's
-# share (the longest first run seen so far as the estimate) is skipped and reported. aiter's
-# first run in the process (its JIT builds: ~220-245 s on a cold runner) is outside every
-# budget: the reference's first call would build the same modules otherwise. A cold runner
-# (900 s for test and benchmark): aiter ~245 s + tuning <= 8 x 40 s + the runner's timed
-# calls (<= 1000 per case at ~20 ms of flush each: <= ~160 s) ~ 725 s (docs/design.md). The
-# report (stderr, as each case is tuned) ends with a MEASURED DISPATCH block ready to paste,
-# which `python eval.py ingest LOG` writes into this file.
+# for all cases. Where the measured table lacks the case on a GPU, that call builds and checks
+# the case's candidates (candidate_groups, merged in turns by ranked_candidates; a candidate
+# whose own form failed a check and ran a fallback is dropped), times them as the runner does
+# (the last-level cache flushed, device events around the call), keeps the fastest for the
+# process and times the pick's kernels once. Each of TUNE_CASES cases gets TUNE_CASE_WALL_S
+# (TUNE_CASE_TIMING_S of it timed runs); a build that would pass it is skipped and reported.
+# aiter's first run (its JIT builds, ~220-245 s cold) is outside every budget: the reference
+# builds the same modules otherwise. The report (stderr, as each case is tuned) ends with a
+# MEASURED DISPATCH block that `python eval.py ingest LOG` writes into this file;
+# docs/design.md has the runner's time budget. MLA_TUNE=0 turns tuning off, 1 on a CPU too.
 TUNED = {}  # (arch, batch, kv_len) -> the fastest choice measured in this process
 TUNE_CASES = 8  # the leaderboard's benchmark cases: each gets an equal share of the budgets
 TUNE_CASE_WALL_S = 40.0  # one case's builds, checks, first runs, timed runs and kernel times
@@ -491,11 +479,9 @@ def time_call_us(run, device):
 
 
 def kernel_times_us(run, device):
-    """[(kernel, us)] of one run, in launch order, after the cache flush: device events
-    around each launch (_LAUNCH_MARKS; each kernel timed on its own, the launches apart; on
-    a CPU the host clock of the interpreter), each of aiter's calls as one span (not
-    torch.profiler: over ROCm's profiler it has hung on gfx950, vllm issue 54087, and its
-    queue interception costs microseconds per dispatch while active)."""
+    """[(kernel, us)] of one run, in launch order, after the cache flush: device events around
+    each launch (_LAUNCH_MARKS; on a CPU the interpreter's host clock), each aiter call one span.
+    Not torch.profiler: over ROCm's profiler it has hung on gfx950 (vllm issue 54087)."""
     global _LAUNCH_MARKS
     _queue_flush(device)
     _LAUNCH_MARKS = marks = []
@@ -747,28 +733,14 @@ def _print_report(entry):
 
 
 # --- Machine probes: the GPU's own parameters, measured once per process -------------
-# The latency model's MI355X figures (tools/latency_model.py: the launch cost, one dependent
-# round trip, the copy rate, the clock) are predictions until the runner measures them. The
-# first tuning call of a process on a GPU measures them before its first case (MLA_PROBES=0
-# turns it off), each timed as the runner times a call (time_call_us: the cache flush queued,
-# device events around the launches), the median of PROBE_RUNS (the copy: the best), within
-# PROBE_BUDGET_S of wall time, builds included (a probe that would pass it is skipped):
-#   launch   an empty kernel, then two back to back
-#   copy     ProbeSizes.copy_bytes by _probe_copy_kernel: bytes read + written / time
-#   HBM      one lane's chase through hbm_hops distinct random lines of a hbm_region_bytes
-#            region, each read once after the flush (2 GB written; the runner's: 64 GB), so
-#            cold as the runner's calls find the KV (the region is small only so that its
-#            pages are few); (time - launch) / hops
-#   L2       the chase around a random cycle of every line of l2_bytes (over an H200's L1 of
-#            at most 256 KB, under one MI355X XCD's 4 MB L2) for one cycle and a hop (each line
-#            read cold once), and for three and a hop: the difference / 2 cycles, warm hops only
-#   atomic   the L2 chase by returning device-scope atomic adds (relaxed), the same way
-# and the driver's figures (CUs, clock, memory clock and bus width; the XCD count where
-# torch's properties name one). Each chase checks where it ended (a chase cut short ends
-# elsewhere). Every buffer is dropped afterwards. On a CPU nothing is timed: the report says so.
-# The report prints a line per figure and a MEASURED MACHINE block, which `python eval.py
-# ingest LOG` keeps beside the dispatch block and `python eval.py model LOG` holds every
-# candidate's time against the model with (docs/harness.md).
+# The latency model's MI355X figures (tools/latency_model.py) are predictions until the
+# runner measures them: the first tuning call of a process on a GPU runs these probes before
+# its first case (MLA_PROBES=0: off), each timed as the runner times a call, within
+# PROBE_BUDGET_S, builds included: an empty launch and two back to back, a 1 GiB copy, one
+# lane's dependent-load chase through cold HBM lines and around an L2-sized cycle, the same
+# by returning device-scope atomics, and the driver's figures. Each chase checks where it
+# ended. The report prints them with a MEASURED MACHINE block for `python eval.py ingest`
+# and `python eval.py model` (docs/harness.md, "The machine probes", says what each line is).
 PROBE_BUDGET_S = 2.0
 PROBE_RUNS = 5
 COPY_BLOCK = 8192  # int32 words one program of the copy moves
@@ -1027,12 +999,9 @@ ONCE_FALLBACK_TILE = (128, 8, 2)  # block_n, num_warps, num_stages
 
 
 def gluon_capable(arch):
-    """The ONCE family's Gluon kernel can be offered: Triton's Gluon imports with the CDNA4
-    operations it uses (GLUON_ERROR says why not), the architecture is gfx950, and neither
-    MLA_GLUON=0 nor MLA_CONVERT=portable turns it off. A first-call tuning candidate of the
-    ONCE family (("triton", 128, 4, splits, 1, ONCE_SCORES[, merge])) then runs it first,
-    the SCALED family (ONCE_FALLBACK_TILE) after it; elsewhere the family runs its
-    standard-Triton twin."""
+    """The ONCE family's Gluon kernel can run: Gluon imports with the CDNA4 operations it uses
+    (GLUON_ERROR says why not), the architecture is gfx950, and neither MLA_GLUON=0 nor
+    MLA_CONVERT=portable turns it off. Elsewhere an ONCE choice runs the SCALED family."""
     return (gl is not None and arch == "gfx950" and os.environ.get("MLA_GLUON") != "0"
             and os.environ.get("MLA_CONVERT") != "portable")
 
@@ -1142,13 +1111,9 @@ def _splits_for(batch, kv_len, block_n, num_sms, programs_per_sm=2):
 
 def scaled_launch(batch, kv_len, num_sms):
     """The SCALED family's launch: 128-token tiles, 8 warps, 2 stages where the grid has at
-    least two tiles per CU (2 waves per SIMD, the next tile's loads issued before the
-    current tile's matrix instructions: the AOT build's static bound for (256, 8192) is
-    80 us, at the HBM time), else 64-token tiles with 4 warps and 2 stages, for programs
-    enough to fill the CUs: its first tile's loads go out before Q is quantized (3 global
-    round trips to the first MFMA, 5 before), then one round trip per tile with 36 KB of
-    loads in flight per CU at its MFMAs (the 1-stage form: 2 round trips, 2.3 KB, its
-    fallback; docs/performance.md, v11)."""
+    least two tiles per CU (the next tile's loads in flight during this tile's matrix
+    instructions), else 64-token tiles with 4 warps and 2 stages, programs enough to fill
+    the CUs, the first tile's loads issued before Q is quantized (docs/performance.md, v11)."""
     if batch * triton.cdiv(kv_len, 128) >= 2 * num_sms:
         return make_launch(128, 8, _splits_for(batch, kv_len, 128, num_sms), 2, SCALED_SCORES)
     return make_launch(64, 4, _splits_for(batch, kv_len, 64, num_sms), 2, SCALED_SCORES)
@@ -1791,7 +1756,7 @@ if gl is not None:
         n = gl.arange(0, GL_OUT_DIMS, layout=gl.SliceLayout(0, out_l))
         dims = (32 * (n % 16) + 2 * ((n // 16) % 4) + n // 64)[None, :]  # column n' of chunk 0 -> its dim
         acc0, acc1, acc2, acc3 = accs
-        if MERGE == 0:
+        if MERGE == DIRECT_C:
             l_out = gl.convert_layout(l_all, gl.SliceLayout(1, out_l))
             norm = gl.where(range_ok, gl.where(l_out > 0, 1.0 / l_out, 0.0), float("nan"))[:, None]
             base = seq * (NUM_HEADS_C * V_DIM_C) + heads[:, None] * V_DIM_C
@@ -1812,7 +1777,7 @@ if gl is not None:
             gl.amd.cdna4.buffer_store(gl.convert_layout(gl.where(range_ok, m_all, float("nan")), ml_l), part_ml_ptr,
                                       rows)
             gl.amd.cdna4.buffer_store(gl.convert_layout(l_all, ml_l), part_ml_ptr, rows + NUM_HEADS_C)
-            if MERGE == 2:  # FUSED: the sequence's last program merges (see _write_result)
+            if MERGE == FUSED_C:  # FUSED: the sequence's last program merges (see _write_result)
                 finished = _gl_release_and_count(count_ptr, seq)
                 if (finished & (num_splits - 1)) == 0:
                     _gl_merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2)
@@ -2024,7 +1989,7 @@ def _words_to_bf16(words, scale_bytes, BLOCK_N: tl.constexpr, NUM_WORDS: tl.cons
     the halves and joins below are register reshuffles the compiler folds away."""
     # per block first (one scale per 32 dims), then repeated for the block's 4 words
     scale_bytes = scale_bytes.to(tl.int32)
-    if CONVERT == 2:
+    if CONVERT == GFX950_C:
         scale = _per_block(_scale_exponent_field(scale_bytes), BLOCK_N, NUM_WORDS // 4, 4)
         r0, r1, r2, r3 = _word_pairs_gfx950(words, scale, PURE)
     else:
@@ -2362,7 +2327,7 @@ def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part
     power of two) to it, and the program that brings it to a multiple of num_splits is the
     last of its sequence in this call."""
     offsets = _result_offsets(TRANSPOSED)
-    if MERGE == 0:
+    if MERGE == DIRECT_C:
         norm = tl.where(l_i > 0, value_scale / l_i, 0.0)
         norm = tl.where(range_ok, norm, float("nan"))
         tl.store(out_ptr + seq * (NUM_HEADS_C * V_DIM_C) + offsets, (acc * _per_head(norm, TRANSPOSED)).to(tl.bfloat16))
@@ -2373,7 +2338,7 @@ def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part
         tl.store(part_ml_ptr + part * (2 * NUM_HEADS_C) + heads, tl.where(range_ok, m_i, float("nan")))
         tl.store(part_ml_ptr + part * (2 * NUM_HEADS_C) + NUM_HEADS_C + heads, l_i)
         # phase written: l_i
-        if MERGE == 2:
+        if MERGE == FUSED_C:
             if WAVE_FENCES:
                 _wait_for_stores()
             tl.debug_barrier()
@@ -2428,7 +2393,7 @@ def _scaled_split_kernel(
     qo_indptr not 0..batch) gets NaN; an empty one gets zeros. total_kv and num_splits are
     not specialized on their values, so a check on another input runs this very binary.
     """
-    tl.static_assert((CONVERT == 0) | (CONVERT == 2), "CONVERT must be PORTABLE or GFX950")
+    tl.static_assert((CONVERT == PORTABLE_C) | (CONVERT == GFX950_C), "CONVERT must be PORTABLE or GFX950")
     tl.static_assert((MERGE >= 0) & (MERGE <= 2), "MERGE must be DIRECT, COMBINE or FUSED")
     # phase start: tl.program_id(0)
     q_rows = q_ptr + tl.program_id(1) * q_row_stride + tl.arange(0, NUM_HEADS_C)[:, None] * q_head_stride
@@ -2607,7 +2572,7 @@ def _bf16_split_kernel(
     """The BF16 family's program: the SCALED kernel's grid, arguments (less the int32 view
     and the Q bytes) and results, the tiles by _natural_tile; qk_scale_log2 sm_scale * log2(e)
     * 2^LOG2_SHIFT[CONVERT] (the converted values carry the shift)."""
-    tl.static_assert((CONVERT == 0) | (CONVERT == 2), "CONVERT must be PORTABLE or GFX950")
+    tl.static_assert((CONVERT == PORTABLE_C) | (CONVERT == GFX950_C), "CONVERT must be PORTABLE or GFX950")
     # phase start: tl.program_id(0)
     q_rows = q_ptr + tl.program_id(1) * q_row_stride + tl.arange(0, NUM_HEADS_C)[:, None] * q_head_stride
     seq, split, range_ok, lo, full_end, hi = _split_range(qo_indptr_ptr, kv_indptr_ptr, total_kv, num_splits,
@@ -3250,9 +3215,8 @@ def self_check(variant, num_splits, like, sm_scale, dims):
     (tools/count_binaries.py shows one binary per kernel after a call). A failure to build,
     fit or launch raises KernelLaunchError.
 
-    Every variant is checked before its first use, portable ones too: on the H200 a
-    16-token tile in the NATURAL layout once gave wrong answers that the interpreter did
-    not, so no compiled form is trusted unchecked.
+    Every variant is checked before its first use, portable ones too: on the H200 a 16-token
+    form once gave wrong answers that the interpreter did not.
     """
     q, packed, scales, qo_indptr, kv_indptr = _synthetic_case(variant.block_n, num_splits, like)
     batch = q.shape[0]
