@@ -496,6 +496,17 @@ MUTATIONS = [
      "old": 'str(value).replace(MESSAGE_SEPARATOR, "\\n    ")',
      "new": "str(value)",
      "tests": [f"{HARNESS_TESTS}::test_a_message_stays_one_protocol_line_on_the_fd_and_reads_as_lines_on_stdout"]},
+    # --- what a fresh clone installs from
+    {"name": "requirements-cpu.txt sends every package to the CPU-torch index first",
+     "path": "requirements-cpu.txt",
+     "old": "-r requirements.txt\n",
+     "new": "--extra-index-url https://download.pytorch.org/whl/cpu\n-r requirements.txt\n",
+     "tests": ["tests/test_install_files.py::test_the_cpu_requirements_name_no_package_index"]},
+    {"name": "the README's CPU-index torch line pins another version",
+     "path": "requirements-cpu.txt",
+     "old": "\ntorch==2.13.0\n",
+     "new": "\ntorch==2.13.1\n",
+     "tests": ["tests/test_install_files.py::test_the_readme_takes_torch_alone_from_the_cpu_index_at_the_pinned_version"]},
     # --- the docs' citations
     {"name": "the README cites a results file that does not exist",
      "path": "README.md",
