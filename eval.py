@@ -15,7 +15,8 @@
         the geometric mean; --json writes the rows with device, versions, date and command.
         The case file defaults to tests.txt / benchmarks.txt on a GPU and to tests_cpu.txt
         on a machine without one, where the kernels run in Triton's interpreter (with
-        interpreter_shim), the table has no floor columns and each case's timed calls stop
+        interpreter_shim), the table has no GB/s or floor columns (its host-clock times mean
+        nothing for the leaderboard; a line below it says so) and each case's timed calls stop
         after MLA_EVAL_CPU_BUDGET_S seconds of calls (default 5).
     python eval.py profile [case file] [--json PATH]
         per case, after one warm call: one call timed as the runner times it, and one call
@@ -172,6 +173,9 @@ PROTOCOL = {"benchmark": {"spec_before_case": True, "stop_at_first_failure": Fal
             "leaderboard": {"spec_before_case": False, "stop_at_first_failure": True, "exit_on_failure": 0}}
 CPU_BUDGET_ENV = "MLA_EVAL_CPU_BUDGET_S"  # seconds of timed calls per case without a GPU
 CPU_BUDGET_DEFAULT_S = 5.0
+# Below the tables of a run without a GPU (benchmark, leaderboard, compare): what its times are, and are not.
+INTERPRETER_TIMES_NOTE = ("Times on a CPU are the host clock around Triton's interpreter running the kernels in "
+                          "Python: they mean nothing for the leaderboard's ranking")
 WALL_LIMIT_NS = 120e9
 # The runner joins a message's lines with a backslash and an n (two characters), so that the
 # message stays on its one protocol line (utils.MESSAGE_SEPARATOR; not imported: eval.py runs
@@ -809,8 +813,9 @@ def compare_row(test: TestCase, result: dict) -> dict:
             "a_us": [ns / 1e3 for ns in result["A"]], "b_us": [ns / 1e3 for ns in result["B"]]}
 
 
-def print_compare_table(rows, summary, other_name, file=sys.stdout):
-    """compare's table: per case both means, B/A and its interval; then the geometric mean."""
+def print_compare_table(rows, summary, other_name, file=sys.stdout, interpreter=not HAS_GPU):
+    """compare's table: per case both means, B/A and its interval; then the geometric mean;
+    without a GPU (`interpreter`), INTERPRETER_TIMES_NOTE below."""
     print(f"\nA = submission.py, B = {other_name}; B/A > 1: B is slower", file=file)
     print(f"{'batch':>5} {'kv_len':>6} {'runs':>5} {'A us':>10} {'B us':>10} {'B/A':>7}  95% interval",
           file=file)
@@ -825,6 +830,9 @@ def print_compare_table(rows, summary, other_name, file=sys.stdout):
     if summary:
         print(f"geomean B/A over {summary['cases']} cases: {summary['ratio']:.3f} "
               f"[{summary['low']:.3f}, {summary['high']:.3f}]", file=file)
+    if interpreter:
+        print(textwrap.fill(INTERPRETER_TIMES_NOTE + ", and neither does B/A here: compare on a GPU.", width=100),
+              file=file)
 
 
 def run_compare(pool, tests, other_path: str, json_path, case_file) -> int:
@@ -1413,14 +1421,19 @@ def summary_rows(results, floors) -> list:
     return rows
 
 
-def print_table(rows, floors, file=sys.stdout):
-    header = f"{'batch':>5} {'kv_len':>6} {'runs':>5} {'mean us':>9} {'best us':>9} {'std us':>8} {'MB':>8} {'GB/s':>7}"
+def print_table(rows, floors, file=sys.stdout, interpreter=not HAS_GPU):
+    """The benchmark table; `interpreter` (no GPU): no GB/s column, and INTERPRETER_TIMES_NOTE below."""
+    header = f"{'batch':>5} {'kv_len':>6} {'runs':>5} {'mean us':>9} {'best us':>9} {'std us':>8} {'MB':>8}"
+    if not interpreter:
+        header += f" {'GB/s':>7}"
     if floors:
         header += f" {'floor us':>9} {'x floor':>7}"
     print("\n" + header, file=file)
     for row in rows:
         line = (f"{row['batch']:>5} {row['kv_len']:>6} {row['runs']:>5} {row['mean_us']:>9.1f} "
-                f"{row['best_us']:>9.1f} {row['std_us']:>8.1f} {row['bytes'] / 1e6:>8.2f} {row['gbs']:>7.0f}")
+                f"{row['best_us']:>9.1f} {row['std_us']:>8.1f} {row['bytes'] / 1e6:>8.2f}")
+        if not interpreter:
+            line += f" {row['gbs']:>7.0f}"
         if floors:
             line += f" {row['floor_us']:>9.1f} {row['ratio_to_floor']:>7.2f}"
         print(line, file=file)
@@ -1432,6 +1445,9 @@ def print_table(rows, floors, file=sys.stdout):
             line += (f"; floor geomean {geo_floor:.1f} us (call floor {floors['call_floor_us']:.1f} us,"
                      f" copy rate {floors['copy_rate_gbs']:.0f} GB/s)")
         print(line, file=file)
+    if interpreter:
+        print(textwrap.fill(INTERPRETER_TIMES_NOTE + " (hence no GB/s and no floor). Time on a GPU, or build for "
+                            "the MI355X with python tools/compile_report.py.", width=100), file=file)
 
 
 USAGE_LINES = ("python eval.py {test,benchmark,leaderboard,profile,tune} [case file] [--json PATH]",

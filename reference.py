@@ -35,10 +35,14 @@ PADDED_SCALE_COLS = 24  # ... and has this many columns
 SCALE_LAYOUTS = ("padded", "trimmed")
 
 # The runner's rule (the leaderboard's utils.match_reference) and the README's stricter numbers,
-# reported for information only: MXFP4 KV cannot meet them on short sequences.
+# reported for information only: even exact attention on the MXFP4 cache does not meet them.
 # (The 5% of elements allowed to miss is utils.match_reference's default, as in the runner.)
 CHECK_RTOL = CHECK_ATOL = 1e-1
 README_RTOL, README_ATOL = 2e-2, 8e-3
+# Below this many KV tokens in a sequence the runner's rule fails even exact float32 attention on
+# the MXFP4 cache on many inputs (its a8w8 reference reads the fp8 cache, closer to bf16): a
+# failed case that short says so (docs/harness.md, "The correctness rule").
+SHORT_KV_LEN = 16
 
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # magnitude codes 0..7; bit 3 = sign
 
@@ -381,22 +385,41 @@ def runner_rule(output: torch.Tensor, expected: torch.Tensor, data=None) -> tupl
     return match_reference(data, output, reference=lambda _: expected, rtol=CHECK_RTOL, atol=CHECK_ATOL)
 
 
+def shortest_kv_len(data) -> int | None:
+    """The fewest KV tokens of any sequence of an MLA input (from kv_indptr), None for another input."""
+    if not (isinstance(data, tuple) and len(data) >= 5 and isinstance(data[3], torch.Tensor)):
+        return None
+    kv_indptr = data[3].cpu()
+    return int((kv_indptr[1:] - kv_indptr[:-1]).min().item()) if kv_indptr.numel() > 1 else None
+
+
 def check_implementation(data: input_t, output: output_t) -> tuple[bool, str]:
-    """The runner's verdict (runner_rule against ref_kernel). The message gives the maximum
-    error, the mismatch count, the first mismatches, and for information the share outside
-    the README's rtol 2e-2 / atol 8e-3 and an output dtype other than bf16 (which the
-    runner accepts when stage 1 passes). A fail's parts are joined by the runner's
-    two-character separator (one protocol line), a pass's by "; " (it reads as one line)."""
+    """The runner's verdict (runner_rule against ref_kernel). A pass reads `pass (...)` with the
+    stage that passed it and the maximum error; a fail gives the mismatch count, the first
+    mismatches and the maximum error, and where a sequence has fewer than SHORT_KV_LEN tokens,
+    why such a case fails even exact attention on the MXFP4 cache. Either way, for information,
+    the share outside the task README's rtol 2e-2 / atol 8e-3 (not checked by the runner) and an
+    output dtype other than bf16 (which the runner accepts when stage 1 passes). A fail's parts
+    are joined by the runner's two-character separator (one protocol line), a pass's by "; "
+    (it reads as one line)."""
     expected = ref_kernel(data)
     if not isinstance(output, torch.Tensor):
         return False, f"output must be a torch.Tensor, got {type(output).__name__} (the runner's check raises)"
     good, message = runner_rule(output, expected, data)
     notes = []
+    kv_len = shortest_kv_len(data)
+    if not good and kv_len is not None and kv_len < SHORT_KV_LEN:
+        notes.append(f"this case has a sequence of {kv_len} KV tokens, fewer than {SHORT_KV_LEN}: there the "
+                     f"runner's rule fails even exact float32 attention on the same MXFP4 cache on many inputs "
+                     f"(its a8w8 reference reads the fp8 cache, which is closer to bf16), so this failure need "
+                     f"not be the kernel's. The leaderboard's cases have 1024 or 8192 tokens; test with "
+                     f"kvseqlen >= {SHORT_KV_LEN} (docs/harness.md, \"The correctness rule\")")
     if output.shape == expected.shape:
         diff = (output.float() - expected.float()).abs()
         outside = (diff > README_ATOL + README_RTOL * expected.float().abs()).float().mean().item()
-        notes.append(f"(info) outside the leaderboard task README's rtol {README_RTOL}/atol {README_ATOL} "
-                     f"(not the rule): {outside:.2%}")
+        notes.append(f"for information, not checked: {outside:.2%} of the elements outside the leaderboard task "
+                     f"README's rtol {README_RTOL}/atol {README_ATOL}, which even exact attention on the MXFP4 "
+                     f"cache does not meet")
     if output.dtype != torch.bfloat16:
-        notes.append(f"(info) output dtype {output.dtype}; the task's output is torch.bfloat16")
+        notes.append(f"for information: output dtype {output.dtype}; the task's output is torch.bfloat16")
     return good, ("\\n" if not good else "; ").join([message, *notes])  # a pass: one line

@@ -14,6 +14,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 import eval as harness
 from test_eval_modes import (EXACT_SUBMISSION, STALE_SUBMISSION, TINY_CASE, harness_dir,  # noqa: F401 - a fixture
@@ -163,6 +164,8 @@ def test_a_slowed_copy_compares_clearly_slower(harness_dir):  # noqa: F811
     assert row["low"] > 10 and row["b_mean_us"] > 50e3 > row["a_mean_us"], row
     assert record["geomean"]["low"] > 10
     assert time.time() - started < 60
+    # on a CPU the table says what interpreter times are worth
+    assert ("neither does B/A here" in " ".join(stdout.split())) is not torch.cuda.is_available(), stdout
 
 
 def test_a_broken_copy_is_reported_failed_and_not_timed(harness_dir):  # noqa: F811

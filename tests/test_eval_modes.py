@@ -10,6 +10,7 @@ for each test here; every one makes its tests fail.
 """
 import base64
 import inspect
+import io
 import json
 import os
 import re
@@ -236,6 +237,27 @@ def test_leaderboard_json_has_provenance_and_rows(harness_dir):
         assert field in record, field
     assert [row["spec"] for row in record["rows"]] == [TINY_CASE]
     assert record["rows"][0]["mean_us"] > 0 and record["rows"][0]["runs"] >= 3
+
+
+def table_text(interpreter: bool) -> str:
+    stats = harness.Stats(runs=5, mean=73e6, std=2e6, err=1e6, best=71e6, worst=76e6)
+    test = harness.TestCase(args={"batchsize": 2, "qseqlen": 1, "kvseqlen": 17, "seed": 5}, spec=TINY_CASE)
+    file = io.StringIO()
+    harness.print_table(harness.summary_rows([(test, stats)], {}), {}, file=file, interpreter=interpreter)
+    return file.getvalue()
+
+
+def test_the_interpreters_table_has_no_bandwidth_and_says_its_times_mean_nothing():
+    """On a CPU the bandwidth would read 0 GB/s (tens of ms for a few hundred kB): no such
+    column, and a line saying what the host-clock times are not."""
+    text = table_text(interpreter=True)
+    header, row = text.strip().splitlines()[:2]
+    assert header.split() == ["batch", "kv_len", "runs", "mean", "us", "best", "us", "std", "us", "MB"], header
+    assert row.split() == ["2", "17", "5", "73000.0", "71000.0", "2000.0", "0.08"], row
+    assert "GB/s" not in text.replace("no GB/s", "")
+    assert "mean nothing for the leaderboard's ranking" in " ".join(text.split())
+    gpu_text = table_text(interpreter=False)
+    assert gpu_text.strip().splitlines()[0].split()[-1] == "GB/s" and "mean nothing" not in gpu_text
 
 
 def test_leaderboard_checks_every_timed_call(harness_dir):

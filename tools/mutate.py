@@ -11,8 +11,10 @@ untracked files). The runner's Triton, which tests/test_compile_targets.py needs
 through RUNNER_TRITON_DIR, or else in this repository's own .ci/triton-<version> when it is
 there. First the union of the listed tests must PASS in the copy unmodified (the control,
 spread over --jobs processes by pytest-xdist where it is installed), then each bug is applied to a copy of its own and its tests run (pytest -x); a bug whose
-tests still pass is MISSED. One line per bug as it finishes, then the count. Exit 0 when
-every bug is caught, 1 otherwise. CI runs it (.ci/run).
+tests still pass is MISSED. Here a failing test is the good outcome: it caught the bug. One
+line per bug as it finishes (caught or MISSED, then its tests' own summary), then
+`N of M deliberate bugs caught`. Exit 0 when every bug is caught, 1 otherwise. CI runs it
+(.ci/run).
 """
 import argparse
 import importlib.util
@@ -145,8 +147,9 @@ def main():
                   f"passed in the suite run before)", flush=True)
         else:
             code, tail, seconds = run_pytest(pristine, parallel_args(options.jobs) + control_args, CONTROL_TIMEOUT_S)
-            print(f"control (unmodified; {len(control_args)} test ids in {len(test_files)} test files): "
-                  f"{'pass' if code == 0 else 'FAIL'} in {seconds:.0f} s: {tail}", flush=True)
+            print(f"control, the listed tests on the unmodified copy ({len(control_args)} test ids in "
+                  f"{len(test_files)} test files; they must pass): {'pass' if code == 0 else 'FAIL'} in "
+                  f"{seconds:.0f} s, pytest: {tail}", flush=True)
             if code != 0:
                 return 1
         results = []
@@ -157,14 +160,23 @@ def main():
                 m = index[future]
                 status, detail, seconds = future.result()
                 results.append((m, status))
-                print(f"[{len(results):>{len(str(len(mutations)))}}/{len(mutations)}] {status:<7} {seconds:5.0f} s  {m['name']:<62} {detail}",
-                      flush=True)
-    failed = [m["name"] for m, status in results if status != "caught"]
-    for name in failed:
-        print(f"not caught: {name}")
-    print(f"{len(results) - len(failed)} of {len(results)} deliberate bugs caught")
-    print(f"mutations: {len(results) - len(failed)} passed, {len(failed)} failed")
-    return 1 if failed else 0
+                counter = f"[{len(results):>{len(str(len(mutations)))}}/{len(mutations)}]"
+                detail = detail if status == "BROKEN" else f"its tests: {detail}"
+                print(f"{counter} {status:<7} {seconds:5.0f} s  {m['name']:<62} {detail}", flush=True)
+    print("\n".join(summary_lines(results)))
+    return 1 if any(status != "caught" for _, status in results) else 0
+
+
+def summary_lines(results) -> list:
+    """The closing lines for [(mutation, status)]: each bug not caught by name, then the count
+    of caught bugs. A bug is caught when its tests fail, so the words are caught / MISSED,
+    never pass / fail (a `215 passed, 0 failed` read as the tests' own verdict is inverted)."""
+    not_caught = [(m["name"], status) for m, status in results if status != "caught"]
+    why = {"MISSED": "its tests passed with the bug in", "BROKEN": "its tests did not run: the entry is broken"}
+    lines = [f"{status} ({why[status]}): {name}" for name, status in not_caught]
+    caught = len(results) - len(not_caught)
+    return lines + [f"{caught} of {len(results)} deliberate bugs caught"
+                    + (f" ({len(not_caught)} not caught)" if not_caught else " (each one made its tests fail)")]
 
 
 if __name__ == "__main__":
