@@ -24,14 +24,16 @@
         sum: launch gaps, idle time). The table and the profiler's own: printed as text, and
         with POPCORN_FD in benchmark.<i>.report (base64) instead.
     python eval.py tune [case file] [--json PATH] [--runs N] [--no-write]
-        for every case (default benchmarks.txt) and every candidate of
-        submission.tune_candidates: one checked call (the runner's rule, and for Triton
-        every element within 8e-3 + 2e-2 |exact attention on the MXFP4 data|), then N
-        timed calls exactly as benchmark times them (default 30). Candidates that fail the
-        check or do not run are reported and never ranked. The fastest per case is written
-        into the MEASURED DISPATCH block of submission.py for this GPU's architecture
-        (unless --no-write), so the pasted file carries the measured choice; the
-        architecture's other cases keep their entries.
+        for every case (default benchmarks.txt) and every candidate of tune_candidates
+        (first-call tuning's ranked list for the case, submission.ranked_candidates, and
+        each Triton candidate at its other stage count where that builds another kernel):
+        one checked call (the runner's rule, and for Triton every element within
+        8e-3 + 2e-2 |exact attention on the MXFP4 data|), then N timed calls exactly as
+        benchmark times them (default 30). Candidates that fail the check or do not run
+        are reported and never ranked. The fastest per case is written into the MEASURED
+        DISPATCH block of submission.py for this GPU's architecture (unless --no-write),
+        so the pasted file carries the measured choice; the architecture's other cases
+        keep their entries.
     python eval.py compare OTHER [case file] [--json PATH]
         submission.py (A) and the submission file OTHER (B) timed in the same worker,
         alternating call by call, each checked on its first call; per case both means and
@@ -90,7 +92,9 @@ MODES = {
                "us - sum); the table and the profiler's own as text (with POPCORN_FD: in "
                "benchmark.<i>.report, base64). "
                "Kernel times need a GPU: on a CPU, the CPU profiler's table",
-    "tune": "check and time every candidate choice of submission.tune_candidates per case; "
+    "tune": "check and time, per case, every candidate first-call tuning ranks "
+            "(submission.ranked_candidates) and each Triton one at its other stage count (1 or 2) "
+            "where that builds another kernel (the SCALED family; the BF16 family off hip); "
             "write the fastest into submission.py's MEASURED DISPATCH block",
     "compare": "compare OTHER [case file]: submission.py (A) and the submission file OTHER (B) in "
                "one worker, each checked on its first call (a failed check: the case is reported "
@@ -572,6 +576,24 @@ def _exact_ok(data, output, quantize_q=None) -> bool:
     return bool(((output.float() - expected).abs() <= 8e-3 + 2e-2 * expected.abs()).all())
 
 
+def tune_candidates(submission, batch, kv_len, device) -> list:
+    """What `eval.py tune` measures for one case: first-call tuning's candidates in its order
+    (submission.ranked_candidates: the prediction, then candidate_groups' groups in turns),
+    then each Triton candidate at its other stage count (1 <-> 2) where that is another
+    kernel: the SCALED family's, and the BF16 family's off hip (where choose() runs it in one
+    stage only); the ONCE family's Gluon kernel has one form. Each choice once."""
+    ranked = submission.ranked_candidates(batch, kv_len, device)
+    bf16_pipelines = not submission._one_stage_only(device)
+    restaged = []
+    for choice in ranked:
+        if choice[0] != "triton" or len(choice) < 5 or choice[4] not in (1, 2):
+            continue
+        scores = choice[5] if len(choice) > 5 else submission.BF16_SCORES
+        if scores == submission.SCALED_SCORES or (scores == submission.BF16_SCORES and bf16_pipelines):
+            restaged.append((*choice[:4], 3 - choice[4], *choice[5:]))
+    return list(dict.fromkeys(ranked + restaged))
+
+
 def _run_tune_case(test: TestCase, runs: int) -> list:
     """Check, then time, every candidate choice of one case (see `python eval.py tune`)."""
     import submission
@@ -582,7 +604,7 @@ def _run_tune_case(test: TestCase, runs: int) -> list:
     saved = table.get((batch, kv_len))
     rows = []
     try:
-        for choice in submission.tune_candidates(batch, kv_len, device):
+        for choice in tune_candidates(submission, batch, kv_len, device):
             table[(batch, kv_len)] = choice
             submission._PLANS.clear()
             row = {"choice": list(choice)}
@@ -596,7 +618,7 @@ def _run_tune_case(test: TestCase, runs: int) -> list:
                     row["variant"] = variant.describe()
                 if good and choice[0] == "triton":
                     scores = getattr(variant, "scores", None)  # the e4m3-Q families: held to their own Q
-                    scaled = scores is not None and scores != getattr(submission, "BF16_SCORES", 0)
+                    scaled = scores is not None and scores != submission.BF16_SCORES
                     good = _exact_ok(data, output, submission.quantize_q_reference if scaled else None)
                     message = message if good else "outside 8e-3 + 2e-2|ref| of exact attention"
             except Exception as exc:  # noqa: BLE001 - reported, never ranked

@@ -158,8 +158,8 @@ def test_non_contiguous_q_reaches_aiter_contiguous(fake):
 
 def test_dispatch_on_gfx950_with_aiter(fresh_plans, monkeypatch):
     """Predicted: Triton everywhere while a native variant works (the SCALED family, then the
-    BF16 one); the seed's rule (aiter above 64k tokens) once both are broken; a measured
-    table overrides both."""
+    BF16 one); the seed's rule (aiter above 64k tokens) once both are broken, and on an
+    architecture with no native conversion; a measured table overrides both."""
     monkeypatch.setattr(submission, "AITER", FakeAiter().api())
     monkeypatch.setattr(submission, "_arch", lambda device: "gfx950")
     monkeypatch.setattr(submission, "FAILED_VARIANTS", set())
@@ -181,10 +181,9 @@ def test_dispatch_on_gfx950_with_aiter(fresh_plans, monkeypatch):
                                                                   (256, 8192): ("triton", 64, 4, 8, 2)})
     assert submission.choose(4, 1024, cpu) == ("aiter",)
     assert submission.choose(256, 8192, cpu) == ("triton", 64, 4, 8, 1, 0, submission.MERGE_COMBINE)  # hip: 1 stage
-    monkeypatch.setattr(submission, "_arch", lambda device: "sm_90")
-    monkeypatch.setitem(submission.MEASURED_DISPATCH, "sm_90", {})
+    monkeypatch.setattr(submission, "_arch", lambda device: "gfx942")  # no native conversion: the portable one
     submission._cached_prediction.cache_clear()
-    assert submission.choose(256, 8192, cpu)[0] == "triton"  # aiter only where a rule says
+    assert submission.choose(4, 1024, cpu)[0] == "triton" and submission.choose(256, 8192, cpu) == ("aiter",)
     monkeypatch.setenv("MLA_PATH", "triton")
     monkeypatch.setattr(submission, "_arch", lambda device: "gfx950")
     assert submission.choose(4, 1024, cpu)[0] == "triton"

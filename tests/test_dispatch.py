@@ -1,5 +1,6 @@
-"""The dispatch: the measured table's entries are valid launches, choose() follows the table
-over the prediction, and the predicted launch keeps its documented invariants."""
+"""The dispatch: the measured table's entries are valid launches, choose() follows a table
+(present: monkeypatched here, the file's own is empty until `eval.py tune` or `ingest` fills
+it) over the prediction, and the predicted launch keeps its documented invariants."""
 import pytest
 import torch
 
@@ -21,16 +22,30 @@ def assert_valid_choice(choice):
         launch = sub.make_launch(*choice[1:])
         assert launch.merge in sub.MERGE_NAMES and (launch.merge == sub.MERGE_DIRECT) == (launch.num_splits == 1)
         assert launch.block_n in BLOCK_NS and launch.num_warps in WARPS and launch.num_stages in STAGES, choice
-        assert launch.scores in (sub.BF16_SCORES, sub.SCALED_SCORES), choice
+        assert launch.scores in sub.FAMILY_NAMES, choice
         assert is_power_of_two(launch.num_splits), choice
 
 
 def test_measured_table_entries_are_valid_launches_with_provenance():
+    """The file's table (empty or not): each architecture with its provenance, each entry a
+    valid launch."""
     assert set(sub.MEASURED_DISPATCH) <= set(sub.MEASURED_ON)
     for arch, table in sub.MEASURED_DISPATCH.items():
         assert table, arch
         for (batch, kv_len), choice in table.items():
             assert isinstance(batch, int) and isinstance(kv_len, int) and batch >= 1 and kv_len >= 1
+            assert_valid_choice(choice)
+
+
+@pytest.mark.parametrize("arch, platform, num_sms", [("gfx950", "hip", 256), ("sm_90", "cuda", 132)])
+def test_every_candidate_tuning_can_write_is_a_valid_table_entry(on_arch, monkeypatch, arch, platform, num_sms):
+    """What `eval.py tune` and `ingest` write into the table: first-call tuning's candidates
+    (every family, the Gluon kernel's included, and aiter)."""
+    on_arch(arch, platform, num_sms)
+    monkeypatch.setattr(sub, "AITER", object())
+    monkeypatch.setattr(sub, "gluon_capable", lambda name: name == "gfx950")
+    for case in LEADERBOARD_CASES:
+        for choice in sub.ranked_candidates(*case, CPU):
             assert_valid_choice(choice)
 
 
@@ -51,23 +66,42 @@ def full(choice):
     return choice if choice[0] != "triton" else ("triton", *sub.make_launch(*choice[1:]))
 
 
-def test_choose_follows_the_measured_table(on_arch):
+# A table as `eval.py tune` writes one (the old H200 table's choices): 7-tuples, a 5-tuple
+# (the BF16 family, the default merge), one split (DIRECT), the FUSED merge, SCALED.
+TABLE = {(4, 1024): ("triton", 64, 4, 16, 1, 0, 1), (4, 8192): ("triton", 128, 8, 32, 1, 0, 1),
+         (32, 1024): ("triton", 128, 8, 4, 2), (64, 8192): ("triton", 64, 4, 4, 1, 0, 2),
+         (256, 1024): ("triton", 64, 4, 1, 1, 0, 0), (256, 8192): ("triton", 128, 8, 2, 2, 1, 1)}
+
+
+def test_choose_follows_the_measured_table(on_arch, monkeypatch):
+    """The architecture's own table wins over the prediction and over what first-call tuning
+    measured in this process (an aiter entry only where aiter imports); another
+    architecture's table is not read, nor any with MLA_TABLE=0."""
     on_arch("sm_90", "cuda", 132)
-    for case, choice in sub.MEASURED_DISPATCH["sm_90"].items():
-        assert sub.choose(*case, CPU) == full(choice)
+    monkeypatch.setattr(sub, "AITER", None)
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, "sm_90", {**TABLE, (64, 1024): ("aiter",)})
+    monkeypatch.setitem(sub.TUNED, ("sm_90", 4, 1024), ("triton", 32, 4, 2, 1, 0, 1))
+    for case, choice in TABLE.items():
+        assert sub.choose(*case, CPU) == full(choice), case
+    assert sub.choose(64, 1024, CPU) == ("triton", *sub.default_launch(64, 1024, 132))
+    on_arch("gfx950", "hip", 256)
+    assert sub.choose(4, 1024, CPU) == ("triton", *sub.scaled_launch(4, 1024, 256))
+    on_arch("sm_90", "cuda", 132)
+    monkeypatch.setenv("MLA_TABLE", "0")
+    assert sub.choose(4, 1024, CPU) == ("triton", 32, 4, 2, 1, 0, 1)  # then TUNED
+    assert sub.choose(256, 8192, CPU) == ("triton", *sub.default_launch(256, 8192, 132))
 
 
 def test_choose_predicts_where_nothing_was_measured(on_arch, monkeypatch):
     """gfx950: the SCALED family (128-token tiles, 8 warps, 2 stages where the grid has two
-    tiles per CU, else 64-token tiles, 4 warps, 2 stages); sm_90 without its table: the BF16
-    family's default launch."""
+    tiles per CU, else 64-token tiles, 4 warps, 2 stages); NVIDIA: the BF16 family's default
+    launch."""
     on_arch("gfx950", "hip", 256)
     monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("triton", 32, 8, 2, 1)})
     assert sub.choose(4, 1024, CPU) == full(("triton", 32, 8, 2, 1))
     assert sub.choose(4, 8192, CPU) == ("triton", 64, 4, 64, 2, sub.SCALED_SCORES, sub.MERGE_COMBINE)
     assert sub.choose(256, 8192, CPU) == ("triton", 128, 8, 2, 2, sub.SCALED_SCORES, sub.MERGE_COMBINE)
     on_arch("sm_90", "cuda", 132)
-    monkeypatch.setitem(sub.MEASURED_DISPATCH, "sm_90", {})
     assert sub.choose(256, 8192, CPU) == ("triton", *sub.default_launch(256, 8192, 132))
 
 
@@ -90,31 +124,10 @@ def test_hip_runs_the_bf16_family_in_one_stage_only(on_arch, monkeypatch):
     assert sub.choose(4, 8192, CPU) == full(("triton", 128, 8, 16, 2, 1))
 
 
-def test_the_tuner_offers_128_token_tiles_on_nvidia_only(on_arch):
-    """128-token tiles (Q read from shared memory half as often per token; the H200's table
-    takes them for (4, 8192) and (32, 1024)) are tuning candidates on NVIDIA, 4 and 8 warps
-    with their FUSED twins; on hip, where the BF16 family is a fallback, none."""
-    on_arch("sm_90", "cuda", 132)
-    wide = {c[1:4] + c[6:7] for c in sub.tune_candidates(4, 8192, CPU) if c[0] == "triton" and c[1] == 128}
-    assert {(128, 4, 32, 1), (128, 8, 32, 1), (128, 8, 32, 2)} <= wide
-    on_arch("gfx950", "hip", 256)
-    assert not [c for c in sub.tune_candidates(4, 8192, CPU) if c[0] == "triton" and c[1] == 128 and c[5] == 0]
-
-
-def test_the_fused_merge_loads_up_to_four_splits_at_once_in_the_bf16_family():
-    """fused_chunk: the FUSED merge's splits per round trip (up to 4); 1 for the SCALED
-    family (its 8-warp form spills on gfx950 with more) and for the merges that compile the
-    FUSED code away."""
-    fused = sub.Variant(sub.PTX_SM90, sub.EVEN_ODD, 0, 64, 4, 1, merge=sub.MERGE_FUSED)
-    assert [sub.fused_chunk(fused, splits) for splits in (2, 4, 8, 64)] == [2, 4, 4, 4]
-    assert sub.fused_chunk(fused._replace(scores=sub.SCALED_SCORES), 4) == 1
-    assert sub.fused_chunk(fused._replace(merge=sub.MERGE_COMBINE), 4) == 1
-
-
 @pytest.mark.parametrize("num_sms", [4, 132, 256])
 @pytest.mark.parametrize("batch, kv_len", LEADERBOARD_CASES + [(2, 17), (3, 300)])
 def test_default_launch_invariants(batch, kv_len, num_sms):
-    """32- or 64-token tiles (16-token NATURAL tiles were wrong on the H200), 4 warps, a
+    """32- or 64-token tiles (16-token tiles were wrong on the H200), 4 warps, a
     power-of-two split count with at least two tiles per split when there are two tiles,
     and no more programs than about two per SM."""
     launch = sub.default_launch(batch, kv_len, num_sms)

@@ -56,10 +56,11 @@ def custom_kernel(data):
     return FIRST_OUTPUT[0].clone()
 '''
 
-# What `eval.py tune` uses of submission.py (MEASURED_DISPATCH, _arch, _PLANS, tune_candidates,
-# custom_kernel) with three candidates: RIGHT (slow), WRONG (fast, negated: fails the runner's
-# check) and OFF (fast, 0.02 off: passes the runner's check, not ours). Ranked on time alone,
-# a failed one would win.
+# What `eval.py tune` uses of submission.py (MEASURED_DISPATCH, _arch, _PLANS, ranked_candidates,
+# _one_stage_only, the family numbers, custom_kernel) with three candidates: RIGHT (slow), WRONG
+# (fast, negated: fails the runner's check) and OFF (fast, 0.02 off: passes the runner's check,
+# not ours), BF16 choices where that family runs in one stage only (no other stage counts).
+# Ranked on time alone, a failed one would win.
 RIGHT, WRONG, OFF = ("triton", 16, 4, 1, 1), ("triton", 32, 4, 1, 1), ("triton", 64, 4, 1, 1)
 TUNE_SUBMISSION = f'''
 import time
@@ -80,13 +81,18 @@ MEASURED_ON = {{
 }}
 # --- END MEASURED DISPATCH ---
 _PLANS = OrderedDict()
+BF16_SCORES, SCALED_SCORES = 0, 1
 
 
 def _arch(device):
     return device.type
 
 
-def tune_candidates(batch, kv_len, device):
+def _one_stage_only(device):
+    return True
+
+
+def ranked_candidates(batch, kv_len, device):
     return [RIGHT, WRONG, OFF]
 
 
@@ -321,7 +327,7 @@ def test_tune_case_in_process_with_the_real_submission(fresh_plans, monkeypatch)
     candidates, the second corrupted after the kernel, so it fails the check."""
     submission = fresh_plans
     right, wrong = ("triton", 16, 4, 1, 1), ("triton", 32, 4, 1, 1)
-    monkeypatch.setattr(submission, "tune_candidates", lambda batch, kv_len, device: [right, wrong])
+    monkeypatch.setattr(harness, "tune_candidates", lambda module, batch, kv_len, device: [right, wrong])
     kernel = submission.custom_kernel
 
     def corrupt_the_wrong_one(data):
@@ -347,11 +353,39 @@ def test_tune_holds_a_scaled_candidate_to_its_own_emulation(fresh_plans, monkeyp
     8e-3 + 2e-2 |ref| of attention with the bf16 Q, so tune checks it against attention
     with its own dequantized Q (and still against the runner's rule)."""
     scaled = ("triton", 64, 4, 1, 1, fresh_plans.SCALED_SCORES)
-    monkeypatch.setattr(fresh_plans, "tune_candidates", lambda batch, kv_len, device: [scaled])
+    monkeypatch.setattr(harness, "tune_candidates", lambda module, batch, kv_len, device: [scaled])
     case = harness.TestCase(args=dict(batchsize=2, qseqlen=1, kvseqlen=17, seed=5), spec=TINY_CASE)
     row, = harness._run_tune_case(case, runs=1)
     assert row["checked"], row.get("error")
     assert "scaled" in row["variant"]
+
+
+@pytest.mark.parametrize("arch, platform, num_sms", [("gfx950", "hip", 256), ("sm_90", "cuda", 132)])
+@pytest.mark.parametrize("batch, kv_len", [(4, 8192), (256, 1024)])
+def test_tune_measures_the_ranked_list_and_each_other_stage_count(fresh_plans, monkeypatch, arch, platform,
+                                                                  num_sms, batch, kv_len):
+    """tune's candidates: first-call tuning's ranked list in its order, then each Triton
+    candidate at its other stage count where that is another kernel: the SCALED family's
+    everywhere, the BF16 family's off hip; never the ONCE family's, nor aiter's."""
+    submission = fresh_plans
+    monkeypatch.setattr(submission, "_arch", lambda device: arch)
+    monkeypatch.setattr(submission, "_platform", lambda device: platform)
+    monkeypatch.setattr(submission, "_num_sms", lambda device: num_sms)
+    monkeypatch.setattr(submission, "AITER", object())  # aiter's candidate is in the list, never restaged
+    monkeypatch.setattr(submission, "gluon_capable", lambda name: name == "gfx950")  # the ONCE family too
+    cpu = torch.device("cpu")
+    ranked = submission.ranked_candidates(batch, kv_len, cpu)
+    candidates = harness.tune_candidates(submission, batch, kv_len, cpu)
+    assert candidates[:len(ranked)] == ranked and len(set(candidates)) == len(candidates)
+    restaged_families = {submission.SCALED_SCORES} | ({submission.BF16_SCORES} if platform != "hip" else set())
+    expected = [(*choice[:4], 3 - choice[4], *choice[5:]) for choice in ranked
+                if choice[0] == "triton" and choice[5] in restaged_families]
+    assert expected and candidates[len(ranked):] == [c for c in dict.fromkeys(expected) if c not in ranked]
+    assert ("aiter",) in ranked
+    if arch == "gfx950":
+        assert {c[5] for c in ranked if c[0] == "triton"} >= {submission.SCALED_SCORES, submission.ONCE_SCORES}
+        assert {c[1:5] for c in candidates[len(ranked):]} >= {(128, 8, c[3], 1) for c in ranked
+                                                              if c[1:3] == (128, 8) and c[4] == 2}
 
 
 # --- the MEASURED DISPATCH block ----------------------------------------------------------

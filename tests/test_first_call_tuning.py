@@ -77,9 +77,9 @@ def test_ranking_starts_with_the_prediction_and_stays_near_it(sub, monkeypatch):
     assert all(c[0] == "triton" for c in ranked)  # no aiter on this machine
     monkeypatch.setattr(sub, "_arch", lambda device: "sm_90")
     ranked = sub.ranked_candidates(64, 8192, CPU)
-    groups, withheld = sub.candidate_groups(64, 8192, CPU)
+    groups = sub.candidate_groups(64, 8192, CPU)
     firsts = list(dict.fromkeys(choices[0] for _, choices in groups))
-    assert ranked[:len(firsts)] == firsts and not withheld
+    assert ranked[:len(firsts)] == firsts
     assert all(launch_of(sub, c).scores == sub.BF16_SCORES for c in ranked)
 
 
@@ -90,8 +90,7 @@ def test_on_gfx950_every_family_and_merge_is_a_candidate(sub, monkeypatch, case)
     neighbours, the 64-token SCALED shape at 2 stages and 1 where the grid is small, DIRECT where one
     split per sequence fills the GPU, one BF16 launch, the ONCE family's Gluon kernel where
     Gluon imports, aiter, and the FUSED forms of the prediction and of the Gluon kernel's
-    launch, unless FUSED_WITHHELD names the platform (then each is listed as withheld, with
-    the reason)."""
+    launch."""
     simulate_mi355x(sub, monkeypatch)
     batch, kv_len = case
     ranked = sub.ranked_candidates(batch, kv_len, CPU)
@@ -120,11 +119,6 @@ def test_on_gfx950_every_family_and_merge_is_a_candidate(sub, monkeypatch, case)
              if launch.num_splits > 1 and (launch is predicted or sub.gluon_capable("gfx950"))]
     assert all(choice in ranked for choice in fused)  # right on AMD since issue 24
     assert any(launch_of(sub, c).merge == sub.MERGE_FUSED for c in ranked if c[0] == "triton") == bool(fused)
-    with monkeypatch.context() as withholding:  # a platform where the FUSED merge is not right
-        withholding.setitem(sub.FUSED_WITHHELD, "hip", "withheld on AMD: a reason")
-        _, withheld = sub.candidate_groups(batch, kv_len, CPU)
-        assert not any(choice in sub.ranked_candidates(batch, kv_len, CPU) for choice in fused)
-        assert withheld == [(choice, "withheld on AMD: a reason") for choice in fused]
 
 
 def triton_cdiv(a, b):
@@ -252,7 +246,7 @@ def test_the_report_says_what_was_tried(sub):
     clock = FakeClock()
     ranked = sub.ranked_candidates(4, 1024, CPU)
     run_choice, timer = fake_world(sub, lambda c: 10.0 + ranked.index(c), clock, failing={ranked[2]})
-    sub.FAILED_VARIANTS.add(sub.Variant(sub.GFX950, sub.NATURAL, 0, 64, 4, 1, True))
+    sub.FAILED_VARIANTS.add(sub.Variant(sub.GFX950, 0, 64, 4, 1, True))
     sub.tune_first_call(4, 1024, CPU, run_choice, clock=clock, timer=timer)
     report = sub.tuning_report().splitlines()
     assert report[0].startswith("submission: first-call tuning") and "architecture gfx950" in report[0]
@@ -354,7 +348,7 @@ def test_a_candidate_whose_own_form_fell_back_is_dropped_and_reported(sub):
     clock = FakeClock()
     ranked = sub.ranked_candidates(4, 1024, CPU)
     run_choice, timer = fake_world(sub, lambda c: 1.0 if c == ranked[1] else 20.0, clock)
-    own = sub.Variant(sub.PORTABLE, sub.NATURAL, 0, 64, 4, 1)
+    own = sub.Variant(sub.PORTABLE, 0, 64, 4, 1)
     fallback = own._replace(block_n=32)
 
     class FellBack:
@@ -428,7 +422,7 @@ def test_a_cold_runner_tunes_all_eight_cases_with_aiters_build_outside_the_budge
 
 def test_the_default_kernel_times_never_touch_torch_profiler(sub, monkeypatch):
     """On ROCm torch.profiler has hung on gfx950: the pick's kernels are timed with events
-    around each launch, the profiler only with MLA_PROFILER=1."""
+    around each launch, never with the profiler."""
     simulate_mi355x(sub, monkeypatch, aiter=False)
     import torch.profiler
 
@@ -439,16 +433,13 @@ def test_the_default_kernel_times_never_touch_torch_profiler(sub, monkeypatch):
     run_choice, timer = fake_world(sub, lambda c: 10.0, clock)
 
     def launching(choice):
-        with sub._marked("_mla_split_kernel", CPU):
+        with sub._marked("_scaled_split_kernel", CPU):
             run_choice(choice)
         with sub._marked("_mla_combine_kernel", CPU):
             pass
     sub.tune_first_call(4, 1024, CPU, launching, clock=clock, timer=timer)
-    assert [name for name, _ in sub.TUNE_LOG["cases"][0]["kernels"]] == ["_mla_split_kernel", "_mla_combine_kernel"]
-    assert "kernels of the pick, us each (host clock, interpreter): _mla_split_kernel" in sub.tuning_report()
-    monkeypatch.setenv("MLA_PROFILER", "1")
-    with pytest.raises(ValueError, match="torch.profiler's kernel times need a GPU"):
-        sub.kernel_times_us(lambda: None, CPU)
+    assert [name for name, _ in sub.TUNE_LOG["cases"][0]["kernels"]] == ["_scaled_split_kernel", "_mla_combine_kernel"]
+    assert "kernels of the pick, us each (host clock, interpreter): _scaled_split_kernel" in sub.tuning_report()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="runs gfx950 kernels: CPU interpreter only (the asm emulated)")

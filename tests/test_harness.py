@@ -186,6 +186,6 @@ def test_profile_runs_in_the_main_process_others_in_the_worker(workdir, mode, in
 def test_popcorn_fd_takes_only_the_runners_modes(workdir, cases, expected_code):
     """With POPCORN_FD a mode that is not the runner's reads the case file (113 when it is
     malformed), then exits 2 without a protocol line, as the runner."""
-    (workdir / "submission.py").write_text(FAILS_ON_BATCH_3)  # no tune_candidates: tune would fail at once
+    (workdir / "submission.py").write_text(FAILS_ON_BATCH_3)  # no ranked_candidates: tune would fail at once
     code, lines, _, stderr = run_eval(workdir, "tune", cases)
     assert code == expected_code and not lines, stderr
