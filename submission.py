@@ -2331,6 +2331,7 @@ def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part
         norm = tl.where(l_i > 0, value_scale / l_i, 0.0)
         norm = tl.where(range_ok, norm, float("nan"))
         tl.store(out_ptr + seq * (NUM_HEADS_C * V_DIM_C) + offsets, (acc * _per_head(norm, TRANSPOSED)).to(tl.bfloat16))
+        # phase written: l_i
     else:
         heads = tl.arange(0, NUM_HEADS_C)
         part = seq * num_splits + split

@@ -1,11 +1,18 @@
-"""`python eval.py profile`: per case one call timed as the runner times it and one under
+"""Where a call's time goes.
+
+`python eval.py profile`: per case one call timed as the runner times it and one under
 torch.profiler; each GPU kernel's time, their sum and the gap (event time - sum). The
 computation is pure (kernel_breakdown, format_kernel_table, device_kernels) and tested here
 on synthetic profiler events; the command on a CPU, where kernel times need a GPU.
 tools/mutations_harness.py lists a deliberate bug for each rule.
+
+`python tools/phase_probe.py`: the phase table of one launch's probe rows (pure, on synthetic
+rows), and the command on a CPU, where it probes the dispatched variant through the
+instrumented copy of submission.py (tools/instrument.py; its own tests: test_instrument.py).
 """
 import json
 import re
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -13,17 +20,22 @@ import torch
 from torch.autograd import DeviceType
 
 import eval as harness
+from conftest import ROOT
 from test_eval_modes import EXACT_SUBMISSION, TINY_CASE, harness_dir, with_submission  # noqa: F401 - a fixture
 from test_harness import run_eval
 
+sys.path.insert(0, str(ROOT / "tools"))
+import instrument  # noqa: E402
+import phase_probe  # noqa: E402
+
 # one call's GPU activity, out of order as a profiler may list it: (name, start us, duration us)
 KERNELS = [("_mla_combine_kernel", 1012.5, 2.0), ("_quantize_q_kernel", 1000.0, 1.5),
-           ("_mla_scaled_split_kernel", 1003.0, 8.0)]
+           ("_scaled_split_kernel", 1003.0, 8.0)]
 
 
 def test_kernel_breakdown_sums_kernels_and_takes_the_gap_from_the_event_time():
     breakdown = harness.kernel_breakdown(KERNELS, event_us=16.0)
-    assert [row["name"] for row in breakdown["kernels"]] == ["_quantize_q_kernel", "_mla_scaled_split_kernel",
+    assert [row["name"] for row in breakdown["kernels"]] == ["_quantize_q_kernel", "_scaled_split_kernel",
                                                             "_mla_combine_kernel"]
     assert [row["start_us"] for row in breakdown["kernels"]] == [0.0, 3.0, 12.5]
     assert [row["gpu_us"] for row in breakdown["kernels"]] == [1.5, 8.0, 2.0]
@@ -69,8 +81,8 @@ def test_device_kernels_are_the_gpu_activities_in_start_order():
               event("_mla_combine_kernel", DeviceType.CUDA, 20.0, 22.0),
               event("custom_kernel", DeviceType.CUDA, 0.0, 30.0, annotation=True),
               event("Memset (Device)", DeviceType.CUDA, 4.0, 4.5),
-              event("_mla_split_kernel", DeviceType.CUDA, 8.0, 18.0)]
-    assert harness.device_kernels(events) == [("Memset (Device)", 4.0, 0.5), ("_mla_split_kernel", 8.0, 10.0),
+              event("_bf16_split_kernel", DeviceType.CUDA, 8.0, 18.0)]
+    assert harness.device_kernels(events) == [("Memset (Device)", 4.0, 0.5), ("_bf16_split_kernel", 8.0, 10.0),
                                              ("_mla_combine_kernel", 20.0, 2.0)]
 
 
@@ -119,3 +131,55 @@ def test_profile_on_cpu_prints_the_report_as_text_and_writes_the_rows(harness_di
     assert row["report"].startswith(f"case {TINY_CASE}\n  kernel times need a GPU")
     assert "Self CPU time total" in row["report"]
     assert 0 < row["event_us"] < 0.4e6 and row["kernels"] == [] and row["gap_us"] is None
+
+
+# --- tools/phase_probe.py ----------------------------------------------------------------
+
+def probe_row(start, cycles, global_start_ns, global_end_ns):
+    """One program's probe row: its clocks at start + each phase's cycles (None: unset)."""
+    row = [instrument.UNSET] * instrument.SLOTS
+    for phase, cycle in zip(instrument.PHASES, cycles):
+        row[instrument.PHASES.index(phase)] = instrument.UNSET if cycle is None else start + cycle
+    row[instrument.GLOBAL_START], row[instrument.GLOBAL_END] = global_start_ns, global_end_ns
+    return row
+
+
+def test_the_phase_table_takes_each_phase_since_its_programs_start_at_the_measured_clock_rate():
+    # two programs at 2 cycles per ns (end - start: 2000 cycles over 1000 ns); the second has
+    # one tile (no last tile's phases) and is not the sequence's last (no merge)
+    first = [0, 400, 600, 800, 1000, 1100, 1200, 1400, 1500, 1600, 1700, 1800, 1900, 1950, 2000]
+    second = [0, 600, 700, 900, 1000, 1100, 1300, None, None, None, None, 1400, 1500, None, 2000]
+    rows = torch.tensor([probe_row(10_000, first, 50_000, 51_000), probe_row(90_000, second, 50_300, 51_300)])
+    table, launch = phase_probe.phase_table(rows, instrument.PHASES, instrument.GLOBAL_START, instrument.GLOBAL_END)
+    by_phase = {row["phase"]: row for row in table}
+    assert [row["phase"] for row in table] == list(instrument.PHASES)
+    assert launch == {"span_ns": 1300, "start_spread_ns": 300, "cycles_per_ns": 2.0}
+    assert by_phase["range"]["median_ns"] == pytest.approx(250.0) and by_phase["range"]["p90_ns"] == 300.0
+    assert by_phase["last loaded"]["programs"] == 1 and by_phase["last loaded"]["median_ns"] == 700.0
+    assert by_phase["merged"]["programs"] == 1 and by_phase["end"]["median_ns"] == 1000.0
+    assert by_phase["q"]["step_ns"] == pytest.approx(by_phase["q"]["median_ns"] - by_phase["range"]["median_ns"])
+
+
+def test_a_kernel_launched_twice_is_summed():
+    times = SimpleNamespace(kernel_times_us=lambda run, device: [("_bf16_split_kernel", 4.0),
+                                                                 ("_mla_combine_kernel", 1.5),
+                                                                 ("_bf16_split_kernel", 2.5)])
+    assert phase_probe.kernel_sums_us(times, None, None) == {"_bf16_split_kernel": 6.5, "_mla_combine_kernel": 1.5}
+
+
+def test_phase_probe_on_cpu_probes_the_dispatched_variant_and_writes_the_records(fresh_plans, tmp_path, capsys):
+    out = tmp_path / "probe.json"
+    record, = phase_probe.main(["--cases", "2x100", "--runs", "1", "--json", str(out)])
+    assert json.loads(out.read_text()) == [json.loads(json.dumps(record))]
+    choice = fresh_plans.choose(2, 100, torch.device("cpu"))  # one split of two 64-token tiles: DIRECT
+    assert record["choice"] == list(choice) and choice[1:4] == (64, 4, 1)
+    assert record["probed_kernel"] == "_bf16_split_kernel" and record["clock"] == "amd"
+    plan, = fresh_plans._PLANS.values()
+    assert record["variant_fields"] == plan.variant._asdict() and "plain_variant" not in record
+    assert record["programs"] == 2 and record["tiles_per_program"] == 2
+    assert [row["phase"] for row in record["phases"]] == [phase for phase in instrument.PHASES if phase != "merged"]
+    assert all(row["programs"] == 2 for row in record["phases"])
+    assert set(record["kernels_us"]) == {"_bf16_split_kernel"}
+    printed = capsys.readouterr().out
+    assert "_bf16_split_kernel, bf16 family, portable conversion" in printed and "(amd clock)" in printed
+    assert all(f"  {phase:<16} " in printed for phase in ("start", "tile0 values", "last values", "written", "end"))

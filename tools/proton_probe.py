@@ -5,35 +5,38 @@ probes of tools/phase_probe.py, on one case, side by side.
     python tools/proton_probe.py --aot [--out DIR]                           # on a CPU
 
 On a GPU (one command; writes everything under --out, default $OUT or ./out):
-  1. the case in its dispatched choice, probed as tools/phase_probe.py probes it (PROBE: each
-     program waits for a phase's data, synchronizes its warps, stores the SM clock; the
-     median over programs of the time since the program started);
-  2. the same split kernel from two copies of submission.py in which every probe site
-     `_probe(probe_row, SLOT, dep, PROBE)` is a Proton point instead (a zero-length
-     `triton.profiler.language` scope named after the phase, recorded by each warp):
-     `plain`, the point alone (Proton as it is meant to be used: the clock read where the
-     instruction stream reaches it, not when the phase's data has arrived), and `waited`,
-     the hand probe's wait (the data's sum stored, a barrier) before the point (the same
-     placement as the hand probes: only the clock differs);
-  3. per copy: one warm launch in a Proton session of its own (the instrumented build), one
-     launch in a second session written as a chrome trace (proton_<copy>.chrome_trace), and
-     the event time of the instrumented call in a third (its trace not kept) beside the same
-     copy's call without probes; the trace's points per program (CTA): for
+  1. the case in its dispatched choice, probed as tools/phase_probe.py probes it (the
+     instrumented copy of tools/instrument.py, mode `clock`: each program waits for a
+     phase's data, synchronizes its warps, stores the SM clock; the median over programs of
+     the time since the program started);
+  2. the same call from two more copies of submission.py (tools/instrument.py, modes
+     `proton-plain` and `proton-waited`) in which every `# phase` marker is a Proton point
+     instead (a zero-length `triton.profiler.language` scope named after the phase, tile
+     phases by their step, recorded by each warp): `plain`, the point alone (Proton as it
+     is meant to be used: the clock read where the instruction stream reaches it, not when
+     the phase's data has arrived), and `waited`, the hand probe's wait (the data's sum
+     stored, a barrier) before the point (the same placement as the hand probes: only the
+     clock differs);
+  3. per copy: one warm call in a Proton session of its own (the instrumented build), one
+     call in a second session written as a chrome trace (proton_<copy>.chrome_trace), and
+     the event time of the instrumented call in a third (its trace not kept) beside
+     submission.py's call (no probes); the trace's points per program (CTA): for
      each phase the latest warp's time since the program's earliest `start`, the tile
      phases' first occurrence as tile0 and their last as the last tile; the median over
      programs.
   Prints the three breakdowns side by side and writes proton_probe.json (device, versions,
   date, command, every table, the raw trace's first events and its keys).
-With --aot (a CPU is enough): both copies' split kernels for the case's dispatched sm_90
-variant built ahead of time with Proton's instrumentation passes (as the instrumentation hook
-registers them, with the H200's shared memory), to check that the instrumented kernel
-compiles with this Triton; prints the Proton ops found in the TTGIR and PTX.
+With --aot (a CPU is enough): both copies' split kernels for the case's sm_90 variant (the
+BF16 family's default launch, the first variant) built ahead of time with Proton's
+instrumentation passes (as the instrumentation hook registers them: Triton 3.6's way or 3.9's,
+with the H200's shared memory), to check that the instrumented kernel compiles with this
+Triton; prints the Proton ops found in the TTGIR and PTX.
 
-The copies leave submission.py untouched; a probe site the transform does not know is an error.
+The copies leave submission.py untouched; a marker the transform cannot place is an error
+(tools/instrument.py).
 """
 import argparse
 import datetime
-import importlib.util
 import json
 import os
 import re
@@ -49,67 +52,27 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import torch  # noqa: E402
 
-# probe slot expression at a call site -> the Proton point's name (None: no point; the two
-# global-timer probes only calibrate the hand probes' clock)
-SITE_NAMES = {"PROBE_GLOBAL_START_C": None, "PROBE_GLOBAL_END_C": None, "SLOT_START_C": "start",
-              "SLOT_RANGE_C": "range", "SLOT_Q_C": "q", "tile_slot": "loaded", "tile_slot + 1": "scores",
-              "tile_slot + 2": "softmax", "tile_slot + 3": "values", "SLOT_TILES_DONE_C": "tiles done",
-              "SLOT_WRITTEN_C": "written", "SLOT_MERGED_C": "merged", "SLOT_END_C": "end"}
-TILE_POINTS = ("loaded", "scores", "softmax", "values")
-PROBE_CALL = re.compile(r"_probe\(probe_row, ([^,()]+), ([^,]+?(?:\([^()]*\))?), PROBE(, True)?\)")
+import instrument  # noqa: E402
+
+# the names of the Proton points (a tile phase's point is its step's name: tile0 and the last
+# tile are told apart in the trace by their order)
+POINT_NAMES = ("start", "range", "q", *instrument.TILE_STEPS, "tiles done", "written", "merged", "end")
+TILE_POINTS = instrument.TILE_STEPS
+PHASE_ORDER = instrument.PHASES
+COPIES = {"plain": "proton-plain", "waited": "proton-waited"}  # label -> tools/instrument.py mode
 # H200 (sm_90) shared memory per block, opt-in (the instrumentation passes size their buffer by it)
 H200_MAX_SHARED_BYTES = 232448
 
-POINT_FUNCTION = '''
-
-# --- tools/proton_probe.py: each probe site is a Proton point (this copy only) -----------
-import triton.profiler.language as _proton_language  # noqa: E402
-
-_proton_language.enable_semantic("triton")
-PROTON_WAIT_C = tl.constexpr({wait})
-
-
-@triton.jit
-def _proton_point(probe_row, dep, NAME: tl.constexpr, PROBE: tl.constexpr):
-    """A zero-length Proton scope NAME, recorded by each warp; with PROTON_WAIT_C first the
-    hand probe's wait (dep's sum stored, a barrier)."""
-    if PROBE:
-        if PROTON_WAIT_C:
-            ready = tl.sum(dep.to(tl.float32) + tl.zeros([1], tl.float32))
-            tl.store(probe_row + PROBE_SINK_C, ready.to(tl.int64))
-            tl.debug_barrier()
-        _proton_language.enter_scope(NAME)
-        _proton_language.exit_scope(NAME)
-'''
-
 
 def proton_source(text: str, wait: bool) -> str:
-    """submission.py's source with every probe call site replaced by a Proton point (or
-    removed, for the global-timer sites). Raises ValueError on a site it does not know, or
-    when a `_probe(` call is left over."""
-    def replace(match):
-        slot, dep = match[1].strip(), match[2].strip()
-        if slot not in SITE_NAMES:
-            raise ValueError(f"proton_probe: unknown probe site `{match[0]}` (add its slot to SITE_NAMES)")
-        name = SITE_NAMES[slot]
-        return "pass" if name is None else f'_proton_point(probe_row, {dep}, "{name}", PROBE)'
-    body, count = PROBE_CALL.subn(replace, text)
-    left = [line.strip() for line in body.splitlines() if "_probe(probe_row" in line and "def _probe" not in line]
-    if left or not count:
-        raise ValueError(f"proton_probe: {count} probe sites replaced, calls left: {left}")
-    return body + POINT_FUNCTION.format(wait=wait)
+    """submission.py's text with every `# phase` marker a Proton point (tools/instrument.py,
+    mode proton-waited or proton-plain); InstrumentError on a marker it cannot place."""
+    return instrument.instrumented_source(text, COPIES["waited" if wait else "plain"])
 
 
 def load_copy(wait: bool, folder: Path):
     """Import a Proton copy of submission.py (a file of its own: Triton reads kernels' source)."""
-    name = f"submission_proton_{'waited' if wait else 'plain'}"
-    path = folder / f"{name}.py"
-    path.write_text(proton_source((ROOT / "submission.py").read_text(), wait))
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return instrument.load_copy(COPIES["waited" if wait else "plain"], folder=folder)
 
 
 def trace_events(path: Path) -> list:
@@ -132,7 +95,7 @@ def trace_phases(events, cycles_per_ns, phase_order):
     the latest warp's since the earliest `start` of the program; tile points: a warp's
     first occurrence is tile0's, its last the last tile's (when it has several). Cycles
     become ns at cycles_per_ns (the hand probes' SM clock over the global timer)."""
-    names = set(SITE_NAMES.values()) - {None}
+    names = set(POINT_NAMES)
     points = [e for e in events if e.get("name") in names and "ts" in e and e.get("ph", "X") == "X"]
     programs = {}
     for event in points:
@@ -166,7 +129,7 @@ def trace_phases(events, cycles_per_ns, phase_order):
     return table, {"programs": len(programs), "points": len(points), "cycles_per_ns": cycles_per_ns}
 
 
-def run_copy(module, label, sub_record, case, runs, out_dir, scratch_dir):
+def run_copy(module, label, sub, sub_record, case, runs, out_dir, scratch_dir):
     """One Proton copy on the GPU -> its record (trace table, event times, errors)."""
     import reference
     import triton.profiler as proton
@@ -175,16 +138,13 @@ def run_copy(module, label, sub_record, case, runs, out_dir, scratch_dir):
     q, kv_data, qo_indptr, kv_indptr, config = data
     device = q.device
     choice = tuple(sub_record["choice"])
-    plan = module._run_choice(choice, q, kv_data, qo_indptr, kv_indptr, batch, config["sm_scale"])[1]
-    packed, scales = kv_data["mxfp4"]
-    splits = plan.launch.num_splits
-    probe = torch.zeros((batch * splits, module.PROBE_SLOTS), dtype=torch.int64, device=device)
-    out = torch.empty((batch, module.NUM_HEADS, module.V_HEAD_DIM), dtype=torch.bfloat16, device=device)
-    args = (q, packed.view(torch.uint8), scales.view(torch.uint8), qo_indptr, kv_indptr, out, plan.scratch,
-            config["sm_scale"], plan.combine_dims)
+
+    def call(of):
+        return of._run_choice(choice, q, kv_data, qo_indptr, kv_indptr, batch, config["sm_scale"])
+    plan = call(module)[1]  # built and checked outside the sessions
 
     def launch():
-        module._attention(plan.variant, splits, *args, probe=probe)
+        call(module)
 
     record = {"copy": label, "variant": plan.variant.describe()}
     for buffer in ("shared", "global"):
@@ -215,8 +175,7 @@ def run_copy(module, label, sub_record, case, runs, out_dir, scratch_dir):
     proton.start(str(scratch_dir / f"proton_{label}_timed"), backend="instrumentation", data="trace", mode=mode)
     record["instrumented_event_us"] = statistics.median(module.time_call_us(launch, device) for _ in range(runs))
     proton.finalize()
-    record["plain_event_us"] = statistics.median(module.time_call_us(
-        lambda: module._attention(plan.variant, splits, *args), device) for _ in range(runs))
+    record["plain_event_us"] = statistics.median(sub.time_call_us(lambda: call(sub), device) for _ in range(runs))
     trace = next((path for path in written if "trace" in path.suffix or path.suffix == ".json"), None)
     if trace is None:
         record["error_trace"] = f"no chrome trace among {record['files']}"
@@ -230,11 +189,6 @@ def run_copy(module, label, sub_record, case, runs, out_dir, scratch_dir):
     except Exception as exc:  # noqa: BLE001 - the raw trace is in out_dir for a second look
         record["error_analysis"] = f"{type(exc).__name__}: {exc}"
     return record
-
-
-PHASE_ORDER = ("start", "range", "q", "tile0 loaded", "tile0 scores", "tile0 softmax", "tile0 values",
-               "last loaded", "last scores", "last softmax", "last values", "tiles done", "written",
-               "merged", "end")
 
 
 def print_side_by_side(hand, copies, file=sys.stdout):
@@ -269,14 +223,13 @@ def gpu_main(options, out_dir):
     device = torch.device("cuda")
     choice = sub.choose(case[0], case[1], device)
     started = time.time()
-    hand = phase_probe.probe_case(sub, *case, options.runs, choice)
+    hand = phase_probe.probe_case(sub, instrument.load_copy("clock"), *case, options.runs, choice)
     phase_probe.print_record(hand)
     copies = []
     with tempfile.TemporaryDirectory(prefix="proton-copies-") as folder:
-        sys.path.insert(0, folder)
         for wait in (False, True):
             module = load_copy(wait, Path(folder))
-            copies.append(run_copy(module, "waited" if wait else "plain", hand, case, options.runs, out_dir,
+            copies.append(run_copy(module, "waited" if wait else "plain", sub, hand, case, options.runs, out_dir,
                                    Path(folder)))
             print(f"proton {copies[-1]['copy']}: done ({time.time() - started:.0f} s so far)", flush=True)
     print_side_by_side(hand, copies)
@@ -294,11 +247,9 @@ def aot_main(options, out_dir):
     instrumentation passes registered by hand (no driver needed)."""
     import triton
     from triton.backends import backends
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
     from triton.profiler import mode as proton_mode
     from triton.profiler.flags import flags as proton_flags
-    from triton.profiler.hooks.instrumentation import InstrumentationHook, Instrumentation
+    from triton.profiler.hooks import instrumentation as proton_hook
     from triton._C.libtriton import passes as triton_passes
     from triton._C.libtriton import proton as triton_proton
 
@@ -311,40 +262,37 @@ def aot_main(options, out_dir):
         triton_proton.add_convert_proton_to_protongpu(
             pm, mode.metric_type, mode.sampling_strategy, mode.sampling_options, mode.granularity,
             mode.buffer_strategy, mode.buffer_type, mode.buffer_size, H200_MAX_SHARED_BYTES,
-            InstrumentationHook.profile_buffer_size, InstrumentationHook.profile_buffer_alignment, True)
+            proton_hook.InstrumentationHook.profile_buffer_size, proton_hook.InstrumentationHook.profile_buffer_alignment,
+            True)
         triton_passes.common.add_cse(pm)
         triton_proton.add_allocate_proton_shared_memory(pm)
 
     def to_llvm_passes(pm):
-        triton_proton.add_allocate_proton_global_scratch_buffer(pm)
+        if hasattr(proton_hook, "Instrumentation"):  # Triton 3.6: the scratch buffer is a pass of its own
+            triton_proton.add_allocate_proton_global_scratch_buffer(pm)
         triton_proton.add_convert_proton_nvidia_gpu_to_llvm(pm)
 
-    backends["nvidia"].compiler.instrumentation = Instrumentation(
-        {"ttgpuir_to_llvmir": to_llvmir_passes, "llvmir_to_llvm": to_llvm_passes})
+    if hasattr(proton_hook, "Instrumentation"):  # Triton 3.6's hook: an object on the backend's compiler
+        backends["nvidia"].compiler.instrumentation = proton_hook.Instrumentation(
+            {"ttgpuir_to_llvmir": to_llvmir_passes, "llvmir_to_llvm": to_llvm_passes})
+    else:  # Triton 3.9's: callbacks registered per point (as InstrumentationHook.activate does)
+        from triton._instrumentation import register_instrumentation
+        for point, callback in (("load-dialects", triton_proton.load_dialects),
+                                ("ttgpuir-to-llvmir", to_llvmir_passes), ("llvmir-to-llvm", to_llvm_passes)):
+            register_instrumentation(point=point, backend="nvidia", callback=callback)
     proton_flags.instrumentation_on = True
     triton.knobs.compilation.instrumentation_mode = str(mode)
     rows = []
-    with tempfile.TemporaryDirectory(prefix="proton-copies-") as folder, \
-            compile_report._dispatching_as("sm90"):
-        sys.path.insert(0, folder)
+    num_sms = compile_report.TARGETS["sm90"][2]
+    with tempfile.TemporaryDirectory(prefix="proton-copies-") as folder:
         for wait in (False, True):
             module = load_copy(wait, Path(folder))
-            launch = compile_report.sub.choose(batch, kv_len, torch.device("cpu"))
-            launch = module.make_launch(*launch[1:])
+            launch = module.default_launch(batch, kv_len, num_sms)  # sm_90 dispatches the BF16 family's default
             variant = module.variants_for("sm_90", "cuda", launch.block_n, launch.num_warps, launch.num_stages,
                                           launch.scores, launch.merge)[0]
-            consts = {"BLOCK_N": variant.block_n, "CONVERT": variant.convert, "LAYOUT": variant.layout,
-                      "PIN": variant.pin, "SPLIT_TAIL": variant.split_tail, "SCORES": variant.scores,
-                      "MERGE": variant.merge, "PROBE": module.PROBE_PTX,
-                      "FUSED_CHUNK": module.fused_chunk(variant, launch.num_splits), "PDL": variant.pdl}
-            fn = module._mla_split_kernel
-            source = ASTSource(fn=fn, signature=compile_report.SPLIT_SIGNATURE, constexprs=consts,
-                               attrs=compile_report._attrs(fn, compile_report.SPLIT_SIGNATURE, "cuda"))
             row = {"copy": "waited" if wait else "plain", "variant": variant.describe(), "triton": triton.__version__}
             try:
-                compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
-                                          options={"num_warps": variant.num_warps, "num_stages": variant.num_stages,
-                                                   "instrumentation_mode": str(mode)})
+                compiled = instrument.compile_split(module, variant, "sm90", {"instrumentation_mode": str(mode)})
                 ttgir, ptx = compiled.asm["ttgir"], compiled.asm["ptx"]
                 row.update(proton_records_ttgir=ttgir.count("proton.record"),
                            clock_reads_ptx=len(re.findall(r"%clock|globaltimer", ptx)),
