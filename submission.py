@@ -795,30 +795,31 @@ def _chase_chain(region_bytes, line_bytes, count, device):
     return region, order.tolist()
 
 
-def _median_us(run, device, timer):
-    """run() once untimed (its build; what it leaves in the caches is flushed before each
-    timed run), then the median of PROBE_RUNS timed runs."""
-    run()
+def _median_us(run, device, timer, first_run):
+    """first_run(run): run() once untimed (its build; what it leaves in the caches is flushed
+    before each timed run), then the median of PROBE_RUNS timed runs."""
+    first_run(run)
     return sorted(timer(run, device) for _ in range(PROBE_RUNS))[PROBE_RUNS // 2]
 
 
-def _chase_us(chain, hops, atomic, device, timer):
+def _chase_us(chain, hops, atomic, device, timer, first_run):
     """The median time of a chase of `hops` reads (loads, or atomics) around chain's cycle,
     checked to end where the cycle says."""
     region, order = chain
     end = torch.empty(1, dtype=torch.int32, device=device)
     us = _median_us(lambda: _probe_chase_kernel[(1,)](region, end, order[0], hops, atomic, 0, region.numel() - 1,
-                                                      num_warps=1), device, timer)
+                                                      num_warps=1), device, timer, first_run)
     if int(end.item()) != order[hops % len(order)]:
         raise RuntimeError(f"the chase of {hops} ended at word {int(end.item())}, not {order[hops % len(order)]}")
     return us
 
 
-def _probe_steps(device, sizes, timer, figures):
-    """(name, run) of each probe in order; run() -> its figures (it may read the earlier
-    ones in `figures`). Each builds its kernel on a first, untimed run."""
+def _probe_steps(device, sizes, timer, figures, first_run):
+    """(name, kernel, run) of each probe in order; run() -> its figures (it may read the
+    earlier ones in `figures`). Each runs its kernel once untimed first (first_run: its build
+    where `kernel` is not built yet)."""
     def launches(count):
-        return _median_us(lambda: [_probe_empty_kernel[(1,)]() for _ in range(count)], device, timer)
+        return _median_us(lambda: [_probe_empty_kernel[(1,)]() for _ in range(count)], device, timer, first_run)
 
     def copy():
         src = torch.empty(sizes.copy_bytes // 4, dtype=torch.int32, device=device)
@@ -826,7 +827,7 @@ def _probe_steps(device, sizes, timer, figures):
 
         def run():
             _probe_copy_kernel[(src.numel() // COPY_BLOCK,)](src, dst, BLOCK=COPY_BLOCK, num_warps=8)
-        run()
+        first_run(run)
         best_us = min(timer(run, device) for _ in range(PROBE_RUNS))
         if not torch.equal(src, dst):
             raise RuntimeError("the copy kernel's output differs from its input")
@@ -835,16 +836,18 @@ def _probe_steps(device, sizes, timer, figures):
     def hbm():
         chain = _chase_chain(sizes.hbm_region_bytes, sizes.line_bytes, sizes.hbm_hops, device)
         hops = sizes.hbm_hops - 1
-        return {"hbm_round_trip_us": (_chase_us(chain, hops, 0, device, timer) - figures.get("launch_us", 0.0)) / hops}
+        return {"hbm_round_trip_us": (_chase_us(chain, hops, 0, device, timer, first_run)
+                                      - figures.get("launch_us", 0.0)) / hops}
 
     def cycles(atomic, name):  # the same lines read cold in both chases: the difference is warm hops only
         lines = sizes.l2_bytes // sizes.line_bytes
         chain = _chase_chain(sizes.l2_bytes, sizes.line_bytes, lines, device)
-        once_us = _chase_us(chain, lines + 1, atomic, device, timer)
-        return {name: (_chase_us(chain, 3 * lines + 1, atomic, device, timer) - once_us) / (2 * lines)}
-    return [("launch", lambda: {"launch_us": launches(1), "two_launches_us": launches(2)}), ("copy", copy),
-            ("HBM chase", hbm), ("L2 chase", lambda: cycles(0, "l2_round_trip_us")),
-            ("atomic chase", lambda: cycles(1, "atomic_round_trip_us"))]
+        once_us = _chase_us(chain, lines + 1, atomic, device, timer, first_run)
+        return {name: (_chase_us(chain, 3 * lines + 1, atomic, device, timer, first_run) - once_us) / (2 * lines)}
+    return [("launch", "empty", lambda: {"launch_us": launches(1), "two_launches_us": launches(2)}),
+            ("copy", "copy", copy), ("HBM chase", "chase", hbm),
+            ("L2 chase", "chase", lambda: cycles(0, "l2_round_trip_us")),
+            ("atomic chase", "chase", lambda: cycles(1, "atomic_round_trip_us"))]
 
 
 def driver_figures(device):
@@ -867,24 +870,36 @@ def driver_figures(device):
 def measure_machine(device, sizes=ProbeSizes(), clock=time.perf_counter, timer=time_call_us, driver=driver_figures):
     """Run the probes (_probe_steps) within PROBE_BUDGET_S -> {"arch", "device", "figures",
     "skipped", "failed", "wall_s"}. A probe after the first (which carries the process's
-    first Triton launch) is skipped when the seconds spent plus the longest probe since
-    would pass the budget; one that raises (a build, a wrong end; not out of memory or a
-    device fault) is reported failed and the others go on."""
+    first Triton launch) is skipped when the seconds spent plus its estimate would pass the
+    budget: the longest probe since without its untimed first runs, plus the longest such
+    first run (a build) where its kernel is not built yet. One that raises (a build, a wrong
+    end; not out of memory or a device fault) is reported failed and the others go on."""
     record = {"arch": _arch(device), "device": _device_name(device), "figures": dict(driver(device)),
               "skipped": [], "failed": []}
-    start, longest = clock(), 0.0
-    for index, (name, run) in enumerate(_probe_steps(device, sizes, timer, record["figures"])):
-        if index and clock() - start + longest > PROBE_BUDGET_S:
+    first_runs_s = []
+
+    def first_run(run):
+        began = clock()
+        run()
+        first_runs_s.append(clock() - began)
+    start, longest_s, longest_build_s, built = clock(), 0.0, 0.0, set()
+    for index, (name, kernel, run) in enumerate(_probe_steps(device, sizes, timer, record["figures"], first_run)):
+        if index and clock() - start + longest_s + (0.0 if kernel in built else longest_build_s) > PROBE_BUDGET_S:
             record["skipped"].append(name)
             continue
-        began = clock()
+        began, runs_before = clock(), len(first_runs_s)
         try:
             record["figures"].update(run())
         except Exception as exc:  # noqa: BLE001 - a probe is never worth the submission
             if _fatal(exc, device):
                 raise
             record["failed"].append((name, error_summary(exc)[:200]))
-        longest = max(longest, clock() - began) if index else 0.0
+        if index:
+            mine = first_runs_s[runs_before:]
+            if kernel not in built and mine:
+                longest_build_s = max(longest_build_s, mine[0])
+            longest_s = max(longest_s, clock() - began - sum(mine))
+        built.add(kernel)
     record["wall_s"] = clock() - start
     return record
 
