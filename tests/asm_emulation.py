@@ -5,11 +5,10 @@ the few instructions our asm uses, executed on the asm TEXT the kernels pass, wi
 operand packing Triton documents for inline asm (outputs first, then inputs; an element
 narrower than 32 bits shares a register with its neighbours, element 0 in the low bits):
 
-* PTX (NVIDIA): `and.b32`, `shr.u32`, `prmt.b32` (default mode, with sign replication),
-  `mul.lo.u32`, `mul.rn.bf16x2` (round to nearest even, subnormals kept), `mov.b32`;
 * AMDGPU (gfx950): `v_cvt_scalef32_pk_bf16_fp4` with op_sel (byte op_sel[0] + 2
   op_sel[1] of the source; its low nibble to the low half; times 2^(exponent field of the
-  float32 scale - 127), NaN for field 255) and `v_mov_b32`.
+  float32 scale - 127), NaN for field 255; the results rounded to bf16 to nearest even,
+  subnormals kept) and `v_mov_b32` (the register pin).
 
 * AMDGPU `s_waitcnt` alone (the FUSED merge's wait for a wave's stores) and the cache
   operations `buffer_inv` / `buffer_wbl2` (its acquire and release), their one output tied to
@@ -20,10 +19,9 @@ narrower than 32 bits shares a register with its neighbours, element 0 in the lo
   `s_memrealtime`): a 64-bit counter that grows by one tick per read (a fake clock: the
   probes' plumbing runs, their times mean nothing on a CPU).
 
-So the native variants (the sm_90 PTX conversion, the gfx950 one, the register pins) run
-in the interpreter: a wrong byte select, sign, exponent or operand order in the asm text
-fails the CPU tests. The semantics are the ISA manuals' (and, for PTX, were bit-exact
-against the H200); anything else in an asm string raises NotImplementedError.
+So the native variants (the gfx950 conversion, the register pin) run in the interpreter: a
+wrong byte select, sign, exponent or operand order in the asm text fails the CPU tests. The
+semantics are the ISA manual's; anything else in an asm string raises NotImplementedError.
 """
 import re
 
@@ -36,7 +34,7 @@ E2M1_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
                         -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
 
 
-# --- bf16 arithmetic on bit patterns --------------------------------------------------
+# --- bf16 on bit patterns ----------------------------------------------------------------
 
 def bf16_to_float(bits):
     return (np.asarray(bits, dtype=np.uint32) << 16).view(np.float32).astype(np.float64)
@@ -64,28 +62,6 @@ def float_to_bf16(values):
 
 # --- the instructions ------------------------------------------------------------------
 
-def _prmt(a, b, selector):
-    """PTX prmt.b32 default mode: byte i of the result is byte (nibble i of selector & 7)
-    of {b, a}; nibble bit 3 replicates that byte's sign bit instead."""
-    source = [(a >> (8 * k)) & 0xFF for k in range(4)] + [(b >> (8 * k)) & 0xFF for k in range(4)]
-    result = np.zeros_like(a)
-    for i in range(4):
-        nibble = (selector >> (4 * i)) & 0xF
-        picked = np.choose(nibble & 7, source) if np.ndim(nibble) else source[int(nibble) & 7]
-        byte = np.where(nibble & 8, np.where(picked & 0x80, 0xFF, 0), picked)
-        result = result | (byte.astype(np.uint32) << (8 * i))
-    return result.astype(np.uint32)
-
-
-def _mul_bf16x2(a, b):
-    halves = []
-    for shift in (0, 16):
-        x = bf16_to_float((a >> shift) & 0xFFFF)
-        y = bf16_to_float((b >> shift) & 0xFFFF)
-        halves.append(float_to_bf16(x * y) << shift)
-    return (halves[0] | halves[1]).astype(np.uint32)
-
-
 def _cvt_scalef32_pk_bf16_fp4(src, scale_bits, op_sel):
     byte_index = op_sel[0] + 2 * op_sel[1]
     byte = (src >> (8 * byte_index)) & 0xFF
@@ -106,17 +82,7 @@ def _execute(program, registers):
 
     for opcode, operands, modifiers in program:
         dst, args = operands[0], [value(o) for o in operands[1:]]
-        if opcode == "and.b32":
-            result = args[0] & args[1]
-        elif opcode == "shr.u32":
-            result = args[0] >> args[1]
-        elif opcode == "prmt.b32":
-            result = _prmt(*args)
-        elif opcode == "mul.lo.u32":
-            result = (args[0].astype(np.uint64) * np.uint64(args[1])) & 0xFFFFFFFF
-        elif opcode == "mul.rn.bf16x2":
-            result = _mul_bf16x2(*args)
-        elif opcode in ("mov.b32", "v_mov_b32"):
+        if opcode == "v_mov_b32":
             result = args[0]
         elif opcode == "v_cvt_scalef32_pk_bf16_fp4":
             op_sel = [int(x) for x in modifiers.get("op_sel", "0,0,0").split(",")]

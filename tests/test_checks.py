@@ -19,7 +19,8 @@ def test_the_split_and_combine_kernels_do_not_specialize_the_values_that_differ(
     (1 is a constant to Triton) must not pick the binary; the strides and pointers do, and
     the synthetic input copies their classes (next test)."""
     tree = ast.parse((ROOT / "submission.py").read_text())
-    wanted = {"_mla_split_kernel": {"total_kv", "num_splits"}, "_mla_combine_kernel": {"num_splits"}}
+    wanted = {"_scaled_split_kernel": {"total_kv", "num_splits"}, "_bf16_split_kernel": {"total_kv", "num_splits"},
+              "_mla_combine_kernel": {"num_splits"}}
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name in wanted:
             keywords = {k.arg: ast.literal_eval(k.value) for d in node.decorator_list if isinstance(d, ast.Call)
@@ -176,13 +177,32 @@ def test_the_synthetic_input_drives_the_once_familys_second_pass(fresh_plans, nu
     assert gap * (1 / 24) * sub.LOG2E > 2 * sub.ONCE_OVERFLOW_LOG2, gap
 
 
-def test_the_self_check_fails_a_once_variant_without_its_second_pass(fresh_plans, monkeypatch):
-    """The same twin with the second pass switched off (its threshold out of reach) overflows p
-    on sequence 2 and fails the self-check; with it, it passes."""
+@pytest.fixture
+def twin_for_gluon(fresh_plans, monkeypatch):
+    """The Gluon kernel's launch replaced by its standard-Triton twin's (tests/once_twin.py),
+    so that a Gluon variant's self-check runs here -> the twin's module; its kernels rebuilt
+    afterwards (a compiled kernel keeps the globals it was built with)."""
+    import once_twin
+    from test_fallback import forget_compiled_kernels
+    monkeypatch.setattr(fresh_plans, "_launch_gluon", once_twin.launch)
+    yield once_twin
+    monkeypatch.undo()
+    forget_compiled_kernels(once_twin)
+
+
+@pytest.mark.parametrize("merge, num_splits", [("direct", 1), ("combine", 2), ("fused", 2)])
+def test_the_self_check_fails_a_once_variant_without_its_second_pass(twin_for_gluon, monkeypatch, merge,
+                                                                    num_splits):
+    """The Gluon kernel's data flow (its twin) passes the self-check in every merge; with the
+    second pass switched off (its threshold out of reach) p overflows on sequence 2 and the
+    self-check fails it."""
     import submission as sub
-    from test_fallback import synthetic_like
-    variant = sub.Variant(sub.PORTABLE, sub.NATURAL, 0, sub.GL_BLOCK_N, 4, 1, False, sub.ONCE_SCORES)
-    assert sub.self_check(variant, 2, synthetic_like(), 1 / 24, sub.V_HEAD_DIM) is None
-    monkeypatch.setattr(sub, "ONCE_OVERFLOW_LOG2_C", sub.tl.constexpr(1e30))
-    verdict = sub.self_check(variant, 2, synthetic_like(), 1 / 24, sub.V_HEAD_DIM)
+    from test_fallback import forget_compiled_kernels, synthetic_like
+    convert = sub.PORTABLE if torch.cuda.is_available() else sub.GFX950  # gfx950's asm: emulated on a CPU only
+    variant = sub.Variant(convert, 0, sub.GL_BLOCK_N, sub.GL_NUM_WARPS, 1, False, sub.ONCE_SCORES,
+                          getattr(sub, f"MERGE_{merge.upper()}"), gluon=True)
+    assert sub.self_check(variant, num_splits, synthetic_like(), 1 / 24, sub.V_HEAD_DIM) is None
+    monkeypatch.setattr(twin_for_gluon, "ONCE_OVERFLOW_LOG2_C", sub.tl.constexpr(1e30))
+    forget_compiled_kernels(twin_for_gluon)
+    verdict = sub.self_check(variant, num_splits, synthetic_like(), 1 / 24, sub.V_HEAD_DIM)
     assert verdict is not None and "max error inf" in verdict, verdict

@@ -7,10 +7,10 @@ variant failing is a clear error.
 The failures are injected here so they run in the CPU interpreter and on a GPU:
 * a build failure: 24-token tiles (tl.arange needs a power of two), rejected while the
   kernel is built, after every host-side step succeeded;
-* wrong primitives: stand-ins for the sm_90 conversion built from the portable one (same
-  2^-64 output convention), each wrong by one small realistic defect (two bytes of a word
-  swapped, one code's sign, one block exponent), beside the unmodified stand-in as the
-  control that must pass.
+* wrong primitives: stand-ins for the gfx950 conversion (_word_pairs_gfx950) built from the
+  portable one (the same exact-value output convention, no asm: they build on any GPU),
+  each wrong by one small realistic defect (two bytes of a word swapped, one code's sign,
+  one block exponent), beside the unmodified stand-in as the control that must pass.
 """
 import os
 import subprocess
@@ -21,61 +21,60 @@ import torch
 import triton
 import triton.language as tl
 
+import once_twin
 import reference as ref
 from conftest import ROOT
 from test_kernel import emulated_scaled
-from submission import _bf16_bits, _bf16_halves, _quantize_e4m3_blocks, _scale_f32, _word_pairs_portable
+from submission import _bf16_bits, _bf16_halves, _quantize_e4m3_blocks, _word_pairs_portable
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 @triton.jit
-def _times_2_pow_m50(pair):
-    """A bf16 pair (portable convention, x 2^-14) in the sm_90 one (x 2^-64)."""
+def _times_2_pow_14(pair):
+    """A bf16 pair in the portable convention (x 2^-14) in the gfx950 one (exact values)."""
     low, high = _bf16_halves(pair)
-    return _bf16_bits(low.to(tl.float32) * 8.881784197001252e-16) | \
-        (_bf16_bits(high.to(tl.float32) * 8.881784197001252e-16) << 16)
+    return _bf16_bits(low.to(tl.float32) * 16384.0) | (_bf16_bits(high.to(tl.float32) * 16384.0) << 16)
 
 
 @triton.jit
-def _stand_in(words, multipliers, DEFECT: tl.constexpr):
-    """The sm_90 primitive's contract from portable parts (multipliers: the bf16 bits of
-    2^(k + 62 - 127) for e8m0 byte k, in both halves); DEFECT 0 is right, 1 swaps bytes 1
-    and 2 of every word, 2 reads code 3 (1.5) as -1.5 in the low nibble of byte 0, 3
-    doubles the scale of blocks whose e8m0 byte is a multiple of 7."""
-    scale_bytes = ((multipliers >> 7) & 0xFF) - 62
-    scale = _scale_f32(scale_bytes)
+def _stand_in(words, scale, DEFECT: tl.constexpr):
+    """The gfx950 primitive's contract (_word_pairs_gfx950: scale a float32 2^(k - 127) for
+    e8m0 byte k) from portable parts; DEFECT 0 is right, 1 swaps bytes 1 and 2 of every
+    word, 2 reads code 3 (1.5) as -1.5 in the low nibble of byte 0, 3 doubles the scale of
+    blocks whose e8m0 byte is a multiple of 7."""
     if DEFECT == 2:
         words = words ^ tl.where((words & 0xF) == 3, 0x8, 0)
     if DEFECT == 3:
+        scale_bytes = (scale.to(tl.int32, bitcast=True) >> 23) & 0xFF
         scale = tl.where(scale_bytes % 7 == 0, scale * 2.0, scale)
-    r0 = _times_2_pow_m50(_word_pairs_portable(words, scale, 0, 0))
-    r1 = _times_2_pow_m50(_word_pairs_portable(words, scale, 1, 0))
-    r2 = _times_2_pow_m50(_word_pairs_portable(words, scale, 2, 0))
-    r3 = _times_2_pow_m50(_word_pairs_portable(words, scale, 3, 0))
+    r0 = _times_2_pow_14(_word_pairs_portable(words, scale, 0, 0))
+    r1 = _times_2_pow_14(_word_pairs_portable(words, scale, 1, 0))
+    r2 = _times_2_pow_14(_word_pairs_portable(words, scale, 2, 0))
+    r3 = _times_2_pow_14(_word_pairs_portable(words, scale, 3, 0))
     if DEFECT == 1:
         return r0, r2, r1, r3
     return r0, r1, r2, r3
 
 
 @triton.jit
-def _right(words, multipliers):
-    return _stand_in(words, multipliers, 0)
+def _right(words, scale, PURE: tl.constexpr):
+    return _stand_in(words, scale, 0)
 
 
 @triton.jit
-def _bytes_swapped(words, multipliers):
-    return _stand_in(words, multipliers, 1)
+def _bytes_swapped(words, scale, PURE: tl.constexpr):
+    return _stand_in(words, scale, 1)
 
 
 @triton.jit
-def _one_sign(words, multipliers):
-    return _stand_in(words, multipliers, 2)
+def _one_sign(words, scale, PURE: tl.constexpr):
+    return _stand_in(words, scale, 2)
 
 
 @triton.jit
-def _one_exponent(words, multipliers):
-    return _stand_in(words, multipliers, 3)
+def _one_exponent(words, scale, PURE: tl.constexpr):
+    return _stand_in(words, scale, 3)
 
 
 @triton.jit
@@ -137,8 +136,8 @@ def passes_self_check(sub, variant, num_splits=2):
     return sub.self_check(variant, num_splits, synthetic_like(), 1 / 24, sub.V_HEAD_DIM) is None
 
 
-def sm90_stand_in_variant(sub, real):
-    return real[0]._replace(convert=sub.PTX_SM90, layout=sub.NATURAL, pin=0, split_tail=False)
+def gfx950_stand_in_variant(sub, real):
+    return real[0]._replace(convert=sub.GFX950, pin=0, split_tail=True)
 
 
 def test_a_variant_that_fails_to_build_falls_back_with_one_warning(sub, monkeypatch):
@@ -175,7 +174,7 @@ class BuildsBadly:
     build with a non-Triton exception raised inside Triton's backend."""
 
     def __init__(self, real, convert, exc):
-        self.real, self.convert, self.exc, self.__name__ = real, convert, exc, "_mla_split_kernel"
+        self.real, self.convert, self.exc, self.__name__ = real, convert, exc, "_bf16_split_kernel"
 
     def __getitem__(self, grid):
         def launch(*args, **constants):
@@ -193,7 +192,7 @@ def test_a_compiler_failure_of_any_type_falls_back(sub, monkeypatch, exc):
     (an assertion of a pass, the linker's CalledProcessError) is a variant that failed to
     build: one warning and the next variant."""
     use_variants(sub, monkeypatch, lambda real: real[0]._replace(convert=sub.GFX950, split_tail=True))
-    monkeypatch.setattr(sub, "_mla_split_kernel", BuildsBadly(sub._mla_split_kernel, sub.GFX950, exc))
+    monkeypatch.setattr(sub, "_bf16_split_kernel", BuildsBadly(sub._bf16_split_kernel, sub.GFX950, exc))
     data = ref.generate_input(2, 1, 40, seed=57)
     with pytest.warns(RuntimeWarning, match=f"kernel variant failed.*KernelLaunchError: {type(exc).__name__}"):
         out = sub.custom_kernel(data)
@@ -206,28 +205,28 @@ def test_a_same_typed_error_from_our_own_code_still_propagates(sub, monkeypatch)
     """The same AssertionError raised by our own launcher code (not inside the toolchain)
     is a bug to see."""
     class Broken:
-        __name__ = "_mla_split_kernel"
+        __name__ = "_bf16_split_kernel"
 
         def __getitem__(self, grid):
             def launch(*args, **constants):
                 raise AssertionError("our own bug")
             return launch
-    monkeypatch.setattr(sub, "_mla_split_kernel", Broken())
+    monkeypatch.setattr(sub, "_bf16_split_kernel", Broken())
     with pytest.raises(AssertionError, match="our own bug"):
         sub.custom_kernel(ref.generate_input(2, 1, 40, seed=58))
     assert not sub.FAILED_VARIANTS
 
 
 def test_every_variant_failing_is_a_clear_error(sub, monkeypatch):
-    monkeypatch.setattr(sub, "variants_for", lambda *args: [sub.Variant(sub.PORTABLE, sub.NATURAL, 0, 24, 4, 1)])
+    monkeypatch.setattr(sub, "variants_for", lambda *args: [sub.Variant(sub.PORTABLE, 0, 24, 4, 1)])
     with pytest.warns(RuntimeWarning), pytest.raises(RuntimeError, match="no kernel variant could run"):
         sub.custom_kernel(ref.generate_input(2, 1, 40, seed=52))
 
 
 def test_the_right_stand_in_passes_and_runs_without_fallback(sub, monkeypatch):
-    """The control: the stand-in without a defect is a right sm_90 primitive."""
-    monkeypatch.setattr(sub, "_word_pairs_sm90", _right)
-    use_variants(sub, monkeypatch, lambda real: sm90_stand_in_variant(sub, real))
+    """The control: the stand-in without a defect is a right gfx950 primitive."""
+    monkeypatch.setattr(sub, "_word_pairs_gfx950", _right)
+    use_variants(sub, monkeypatch, lambda real: gfx950_stand_in_variant(sub, real))
     data = ref.generate_input(2, 1, 70, seed=53)
     out = sub.custom_kernel(data)
     plan = the_plan(sub)
@@ -237,10 +236,10 @@ def test_the_right_stand_in_passes_and_runs_without_fallback(sub, monkeypatch):
 
 @pytest.mark.parametrize("defect", list(WRONG_PRIMITIVES))
 def test_a_slightly_wrong_native_primitive_is_caught_by_the_self_check(sub, monkeypatch, defect):
-    monkeypatch.setattr(sub, "_word_pairs_sm90", WRONG_PRIMITIVES[defect])
-    use_variants(sub, monkeypatch, lambda real: sm90_stand_in_variant(sub, real))
+    monkeypatch.setattr(sub, "_word_pairs_gfx950", WRONG_PRIMITIVES[defect])
+    use_variants(sub, monkeypatch, lambda real: gfx950_stand_in_variant(sub, real))
     data = ref.generate_input(2, 1, 70, seed=53)
-    with pytest.warns(RuntimeWarning, match="ptx-sm90 conversion.*SelfCheckError.*wrong answers"):
+    with pytest.warns(RuntimeWarning, match="gfx950 conversion.*SelfCheckError.*wrong answers"):
         out = sub.custom_kernel(data)
     plan = the_plan(sub)
     assert plan.variants[0] in sub.FAILED_VARIANTS and plan.variant == plan.variants[1]  # the first real one
@@ -261,23 +260,22 @@ def test_self_check_tolerance_is_the_stated_one(sub, monkeypatch, factor, passes
         out.mul_(factor)
 
     monkeypatch.setattr(sub, "_attention", scaled)
-    variant = sub.Variant(sub.PORTABLE, sub.NATURAL, sub.PIN_BY_PLATFORM[sub._platform(DEVICE)], 32, 4, 1)
+    variant = sub.Variant(sub.PORTABLE, sub.PIN_BY_PLATFORM[sub._platform(DEVICE)], 32, 4, 1)
     assert passes_self_check(sub, variant) is passes
 
 
 def test_the_fallback_order_is_native_pinned_then_plain(sub):
     """The declared order: the native conversion (in its split-tail loop on gfx950), the
-    portable one with the register pin, and on hip the plainest form (no asm, 16 tokens)."""
+    portable one with the register pin (AMD's v_mov_b32), and on hip the plainest form (no
+    asm, 16 tokens); on NVIDIA and a CPU the portable one alone."""
     expected = {
-        ("gfx950", "hip"): [(sub.GFX950, sub.NATURAL, 0, 64, True), (sub.PORTABLE, sub.NATURAL, 2, 64, False),
-                            (sub.PORTABLE, sub.NATURAL, 0, sub.PLAIN_BLOCK_N, False)],
-        ("sm_90", "cuda"): [(sub.PTX_SM90, sub.EVEN_ODD, 0, 64, False, True), (sub.PTX_SM90, sub.EVEN_ODD, 0, 64, False),
-                            (sub.PORTABLE, sub.EVEN_ODD, 1, 32, False)],
-        ("cpu", "cpu"): [(sub.PORTABLE, sub.NATURAL, 0, 64, False)],
+        ("gfx950", "hip"): [(sub.GFX950, 0, 64, True), (sub.PORTABLE, 1, 64, False),
+                            (sub.PORTABLE, 0, sub.PLAIN_BLOCK_N, False)],
+        ("sm_90", "cuda"): [(sub.PORTABLE, 0, 64, False)],
+        ("cpu", "cpu"): [(sub.PORTABLE, 0, 64, False)],
     }
     for (arch, platform), order in expected.items():
-        got = [(v.convert, v.layout, v.pin, v.block_n, v.split_tail) + ((True,) if v.pdl else ())
-               for v in sub.variants_for(arch, platform, 64, 4)]
+        got = [(v.convert, v.pin, v.block_n, v.split_tail) for v in sub.variants_for(arch, platform, 64, 4)]
         assert got == order, arch
     # the SCALED family: its native form, the same at one stage, then the BF16 family's order
     scaled = sub.variants_for("gfx950", "hip", 128, 8, 2, sub.SCALED_SCORES)
@@ -289,50 +287,37 @@ def test_the_fallback_order_is_native_pinned_then_plain(sub):
     small = sub.variants_for("gfx950", "hip", 64, 4, 2, sub.SCALED_SCORES)
     assert [(v.block_n, v.num_stages, v.early_tile) for v in small[:2]] == [(64, 2, True), (64, 1, True)]
     assert not any(v.early_tile for v in small[2:])  # the BF16 family has no such form
-    # a FUSED merge: tried in the first form only, then every form with the combine kernel
-    fused = sub.variants_for("sm_90", "cuda", 64, 4, 2, sub.BF16_SCORES, sub.MERGE_FUSED)
-    combine = sub.variants_for("sm_90", "cuda", 64, 4, 2, sub.BF16_SCORES, sub.MERGE_COMBINE)
-    assert fused == [combine[1]._replace(merge=sub.MERGE_FUSED)] + combine
+    # a FUSED merge: tried in the first form only (on hip fenced in every wave), then every
+    # form with the combine kernel
+    for arch, platform in (("sm_90", "cuda"), ("gfx950", "hip")):
+        fused = sub.variants_for(arch, platform, 64, 4, 2, sub.BF16_SCORES, sub.MERGE_FUSED)
+        combine = sub.variants_for(arch, platform, 64, 4, 2, sub.BF16_SCORES, sub.MERGE_COMBINE)
+        assert fused == [combine[0]._replace(merge=sub.MERGE_FUSED, wave_fences=platform == "hip")] + combine
 
 
-@pytest.mark.parametrize("arch, platform, pdl", [("sm_90", "cuda", True), ("sm_100", "cuda", True),
-                                                 ("sm_80", "cuda", False), ("gfx950", "hip", False),
-                                                 ("cpu", "cpu", False)])
-def test_the_dependent_launch_form_comes_first_where_nvidia_has_it(sub, arch, platform, pdl):
-    """On NVIDIA sm_90+ a launch that merges with the combine kernel first tries the combine
-    as a programmatic dependent launch, then the very same form launched plainly (its
-    fallback; the SCALED family's BF16 fallback tile likewise); nowhere else, and never
-    without a combine (one split) or as FUSED."""
-    for scores in (sub.BF16_SCORES, sub.SCALED_SCORES):
-        for merge in (sub.MERGE_DIRECT, sub.MERGE_COMBINE, sub.MERGE_FUSED):
-            order = sub.variants_for(arch, platform, 64, 4, 1, scores, merge)
-            with_pdl = [i for i, v in enumerate(order) if v.pdl]
-            assert bool(with_pdl) == (pdl and merge != sub.MERGE_DIRECT)
-            assert all(order[i].merge == sub.MERGE_COMBINE and order[i + 1] == order[i]._replace(pdl=False)
-                       for i in with_pdl)
-            first_combine = next((v for v in order if v.merge == sub.MERGE_COMBINE), None)
-            assert (first_combine is not None and first_combine.pdl) == (pdl and merge != sub.MERGE_DIRECT)
-
-
-@pytest.mark.parametrize("pdl", [True, False])
-def test_the_dependent_launch_reaches_both_kernels(sub, monkeypatch, pdl):
-    """A PDL variant compiles the split kernel and the combine with PDL (the signal at the
-    end of every split program, the wait at the start of every combine program) and
-    launches the combine with launch_pdl; a plain one passes neither."""
+@pytest.mark.parametrize("family, merge", [("BF16", "COMBINE"), ("SCALED", "COMBINE"), ("SCALED", "FUSED"),
+                                           ("BF16", "DIRECT")])
+def test_each_family_launches_its_own_split_kernel_then_the_combine(sub, monkeypatch, family, merge):
+    """_attention launches the family's split kernel with the variant's constexprs (the
+    SCALED kernel its EARLY_TILE, the BF16 one its PIN), then the combine kernel for COMBINE
+    only."""
     launches = []
     monkeypatch.setattr(sub, "_launch_kernel", lambda kernel, grid, args, constants, what: launches.append(
         (kernel, constants)))
-    variant = sub.Variant(sub.PTX_SM90, sub.EVEN_ODD, 0, 64, 4, 1, merge=sub.MERGE_COMBINE, pdl=pdl)
+    scores, merge = getattr(sub, f"{family}_SCORES"), getattr(sub, f"MERGE_{merge}")
+    variant = sub.Variant(sub.PORTABLE, int(scores == sub.BF16_SCORES), 64, 4, 1, True, scores, merge,
+                          early_tile=scores == sub.SCALED_SCORES)
     q, kv_data, qo_indptr, kv_indptr, config = ref.generate_input(2, 1, 40, seed=58)
     packed, scales = sub._mxfp4_operands(kv_data, q.device)
     out = torch.empty((2, sub.NUM_HEADS, sub.V_HEAD_DIM), dtype=torch.bfloat16, device=q.device)
-    scratch = sub.make_scratch(2, 4, q.device, [variant])
     sub._attention(variant, 4, q, packed.view(torch.uint8), scales.view(torch.uint8), qo_indptr, kv_indptr, out,
-                   scratch, config["sm_scale"], sub.V_HEAD_DIM)
-    (split, split_constants), (combine, combine_constants) = launches
-    assert (split, combine) == (sub._mla_split_kernel, sub._mla_combine_kernel)
-    assert split_constants["PDL"] is pdl and combine_constants["PDL"] is pdl
-    assert combine_constants.get("launch_pdl", False) is pdl and "launch_pdl" not in split_constants
+                   sub.make_scratch(2, 4, q.device, [variant]), config["sm_scale"], sub.V_HEAD_DIM)
+    kernel, constants = launches[0]
+    assert kernel is (sub._scaled_split_kernel if scores == sub.SCALED_SCORES else sub._bf16_split_kernel)
+    own = {"EARLY_TILE": True} if scores == sub.SCALED_SCORES else {"PIN": 1}
+    assert {key: constants.get(key) for key in ("EARLY_TILE", "PIN")} == {"EARLY_TILE": None, "PIN": None, **own}
+    assert (constants["MERGE"], constants["SPLIT_TAIL"], constants["BLOCK_N"]) == (merge, True, 64)
+    assert [k for k, _ in launches[1:]] == ([sub._mla_combine_kernel] if merge == sub.MERGE_COMBINE else [])
 
 
 @pytest.mark.parametrize("quantizer, passes", [("real", True), ("one-exponent-up", False)])
@@ -341,17 +326,16 @@ def test_self_check_compares_the_scaled_q_quantization_bytes(sub, monkeypatch, q
     a quantizer whose bytes differ fails it even where the output barely moves."""
     if quantizer != "real":
         monkeypatch.setattr(sub, "_quantize_e4m3_blocks", _quantize_one_exponent_up)
-    variant = sub.Variant(sub.PORTABLE, sub.NATURAL, 0, 64, 4, 1, True, sub.SCALED_SCORES)
+    variant = sub.Variant(sub.PORTABLE, 0, 64, 4, 1, True, sub.SCALED_SCORES)
     assert passes_self_check(sub, variant) is passes
 
 
 @pytest.mark.parametrize("block_n", [32, 64])
-@pytest.mark.parametrize("layout_name", ["NATURAL", "EVEN_ODD"])
-def test_self_check_passes_the_portable_primitive(sub, layout_name, block_n):
+def test_self_check_passes_the_portable_primitive(sub, block_n):
     """The check must not fail a right kernel (it once did, comparing 64-token with 32-token
     tiles on data so large that the softmax followed rounding)."""
     pin = sub.PIN_BY_PLATFORM[sub._platform(DEVICE)]
-    assert passes_self_check(sub, sub.Variant(sub.PORTABLE, getattr(sub, layout_name), pin, block_n, 4, 1))
+    assert passes_self_check(sub, sub.Variant(sub.PORTABLE, pin, block_n, 4, 1))
 
 
 @pytest.mark.gpu
@@ -439,7 +423,7 @@ def test_errors_are_sorted_by_kind(sub, monkeypatch, error, faulted, propagates)
     run); a refused launch or a kernel that does not fit, with the device still usable,
     falls back like a build error."""
     monkeypatch.setattr(sub, "_device_faulted", lambda device: faulted)
-    real_kernel = sub._mla_split_kernel
+    real_kernel = sub._bf16_split_kernel
     failing = FailingKernel(error)
     first = {}
 
@@ -451,7 +435,7 @@ def test_errors_are_sorted_by_kind(sub, monkeypatch, error, faulted, propagates)
                 return target[grid](*args, **constants)
             return launch
 
-    monkeypatch.setattr(sub, "_mla_split_kernel", FirstVariantFails())
+    monkeypatch.setattr(sub, "_bf16_split_kernel", FirstVariantFails())
     use_variants(sub, monkeypatch, lambda real: real[0]._replace(block_n=16))  # two forms everywhere
     data = ref.generate_input(2, 1, 40, seed=58)
     if propagates is not None:
@@ -512,21 +496,20 @@ def as_gfx950(sub, monkeypatch):
 
 def test_the_once_family_order_is_the_gluon_kernel_then_the_scaled_family(sub, monkeypatch):
     """gfx950 with Gluon: the Gluon kernel (128-token tiles, 4 warps), then the SCALED
-    family's order at ONCE_FALLBACK_TILE; without it (or another tile, or elsewhere) the
-    standard-Triton twin first; a FUSED launch tries the first form FUSED, then merges with
-    the combine kernel."""
+    family's order at ONCE_FALLBACK_TILE; without it (or another tile, or elsewhere) that
+    SCALED order alone (the family's standard-Triton twin is a test's, tests/once_twin.py); a
+    FUSED launch tries the first form FUSED, then merges with the combine kernel."""
     monkeypatch.setattr(sub, "gluon_capable", lambda arch: arch == "gfx950")
     once = sub.variants_for("gfx950", "hip", 128, 4, 1, sub.ONCE_SCORES, sub.MERGE_COMBINE)
-    assert once[0] == sub.Variant(sub.GFX950, sub.NATURAL, 0, 128, 4, 1, False, sub.ONCE_SCORES, sub.MERGE_COMBINE,
-                                  gluon=True)
+    assert once[0] == sub.Variant(sub.GFX950, 0, 128, 4, 1, False, sub.ONCE_SCORES, sub.MERGE_COMBINE, gluon=True)
     assert once[1:] == sub.variants_for("gfx950", "hip", *sub.ONCE_FALLBACK_TILE, sub.SCALED_SCORES, sub.MERGE_COMBINE)
     assert "Gluon kernel" in once[0].describe()
-    for arch, platform, block_n, convert in (("gfx950", "hip", 64, sub.GFX950), ("cpu", "cpu", 128, sub.PORTABLE),
-                                             ("sm_90", "cuda", 128, sub.PORTABLE)):
-        first = [v for v in sub.variants_for(arch, platform, block_n, 4, 1, sub.ONCE_SCORES) if not v.pdl][0]
-        assert (first.scores, first.gluon, first.convert) == (sub.ONCE_SCORES, False, convert), arch
+    for arch, platform, block_n in (("gfx950", "hip", 64), ("cpu", "cpu", 128), ("sm_90", "cuda", 128)):
+        assert sub.variants_for(arch, platform, block_n, 4, 1, sub.ONCE_SCORES) == sub.variants_for(
+            arch, platform, *sub.ONCE_FALLBACK_TILE, sub.SCALED_SCORES), arch
     monkeypatch.setattr(sub, "gluon_capable", lambda arch: False)
-    assert not sub.variants_for("gfx950", "hip", 128, 4, 1, sub.ONCE_SCORES)[0].gluon
+    assert not any(v.gluon or v.scores == sub.ONCE_SCORES
+                   for v in sub.variants_for("gfx950", "hip", 128, 4, 1, sub.ONCE_SCORES))
     monkeypatch.setattr(sub, "gluon_capable", lambda arch: arch == "gfx950")
     fused = sub.variants_for("gfx950", "hip", 128, 4, 1, sub.ONCE_SCORES, sub.MERGE_FUSED)
     assert fused[0] == once[0]._replace(merge=sub.MERGE_FUSED, wave_fences=True) and fused[1:] == once
@@ -561,12 +544,11 @@ def test_the_gluon_kernel_failing_to_build_falls_back_to_the_scaled_family(sub, 
 def test_a_call_the_gluon_kernel_cannot_read_runs_the_next_variant_checked(sub, monkeypatch):
     """gluon_layout_problem: the runner's layout (16-byte aligned rows, 24-byte scale rows)
     is readable, the trimmed one (18-byte scale rows) is not. A plan using the Gluon kernel
-    (here its twin standing in for it, so that the interpreter runs it) meets a call with
-    trimmed scales: that call runs the SCALED family, checked on it, right."""
+    (here its standard-Triton twin standing in for it, tests/once_twin.py, so that the
+    interpreter runs it) meets a call with trimmed scales: that call runs the SCALED family,
+    checked on it, right."""
     as_gfx950(sub, monkeypatch)
-    twin_instead = lambda variant, *args: sub._launch_triton(variant._replace(gluon=False), *args,  # noqa: E731
-                                                             2.0 ** sub.LOG2_SHIFT[variant.convert], None)
-    monkeypatch.setattr(sub, "_launch_gluon", twin_instead)
+    monkeypatch.setattr(sub, "_launch_gluon", once_twin.launch)
     monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(2, 70): ("triton", 128, 4, 1, 1, sub.ONCE_SCORES)})
     padded = ref.generate_input(2, 1, 70, seed=58)
     trimmed = ref.generate_input(2, 1, 70, seed=58, scale_layout="trimmed")
@@ -623,8 +605,8 @@ print("ok")
 def test_a_triton_without_gluon_leaves_every_other_path_working():
     """The Gluon import is guarded: with it failing (a subprocess in which submission's
     import of triton.experimental.gluon raises; Triton's own lazy imports of it still
-    work), submission imports, says why, offers no Gluon kernel (the ONCE family runs its
-    twin) and a call runs right."""
+    work), submission imports, says why, offers no Gluon kernel (the ONCE family runs the
+    SCALED family) and a call runs right."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     result = subprocess.run([sys.executable, "-c", NO_GLUON_SCRIPT], cwd=ROOT, env=env, capture_output=True,
                             text=True, timeout=600)

@@ -1,11 +1,13 @@
 """The Triton path of submission.py against exact float32 attention on the same MXFP4 data.
 
-On a CPU the kernels run in Triton's interpreter on small shapes, in both tile layouts; on
-a GPU the leaderboard cases run too, in the dispatched variant and in the portable one.
+On a CPU the kernels run in Triton's interpreter on small shapes; on a GPU the leaderboard
+cases run too, in the dispatched variant and in the portable one. The ONCE family's Gluon
+kernel is checked through its standard-Triton twin (tests/once_twin.py), run directly.
 """
 import pytest
 import torch
 
+import once_twin
 import reference as ref
 
 CPU_CASES = [  # (batch, kv_len): a single token, odd lengths, a partial tile, several splits
@@ -48,71 +50,76 @@ def _device():
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-# (conversion, layout, register pin, split tail, family) by name. On a CPU every one runs
-# (the inline asm through tests/asm_emulation.py); on a GPU those its platform can build.
+# (conversion, register pin, split tail, family[, first tile early]) by name: every form a
+# dispatch or a fallback can reach. On a CPU every one runs (the inline asm through
+# tests/asm_emulation.py); on a GPU those its platform can build.
 VARIANT_FORMS = {
-    "portable-natural": ("PORTABLE", "NATURAL", 0, False, "BF16_SCORES"),
-    "portable-natural-tail": ("PORTABLE", "NATURAL", 0, True, "BF16_SCORES"),
-    "portable-even_odd": ("PORTABLE", "EVEN_ODD", 0, False, "BF16_SCORES"),
-    "portable-even_odd-tail": ("PORTABLE", "EVEN_ODD", 0, True, "BF16_SCORES"),
-    "pinned-ptx-even_odd": ("PORTABLE", "EVEN_ODD", 1, False, "BF16_SCORES"),
-    "pinned-amd-natural": ("PORTABLE", "NATURAL", 2, False, "BF16_SCORES"),
-    "ptx-even_odd": ("PTX_SM90", "EVEN_ODD", 0, False, "BF16_SCORES"),
-    "ptx-natural": ("PTX_SM90", "NATURAL", 0, False, "BF16_SCORES"),
-    "gfx950-natural-tail": ("GFX950", "NATURAL", 0, True, "BF16_SCORES"),
-    "scaled-portable": ("PORTABLE", "NATURAL", 0, True, "SCALED_SCORES"),
-    "scaled-gfx950": ("GFX950", "NATURAL", 0, True, "SCALED_SCORES"),
-    # the ONCE family's standard-Triton twin of the Gluon kernel (its 128-token tiles, FORM_BLOCK_N)
-    "once-portable": ("PORTABLE", "NATURAL", 0, False, "ONCE_SCORES"),
-    "once-gfx950": ("GFX950", "NATURAL", 0, False, "ONCE_SCORES"),
+    "portable": ("PORTABLE", 0, False, "BF16_SCORES"),
+    "portable-tail": ("PORTABLE", 0, True, "BF16_SCORES"),
+    "pinned-amd": ("PORTABLE", 1, False, "BF16_SCORES"),
+    "gfx950-tail": ("GFX950", 0, True, "BF16_SCORES"),
+    "scaled-portable": ("PORTABLE", 0, True, "SCALED_SCORES"),
+    "scaled-gfx950": ("GFX950", 0, True, "SCALED_SCORES"),
     # the first tile's loads before Q is quantized, that tile before the loop (EARLY_TILE)
-    "scaled-portable-early": ("PORTABLE", "NATURAL", 0, True, "SCALED_SCORES", True),
-    "scaled-gfx950-early": ("GFX950", "NATURAL", 0, True, "SCALED_SCORES", True),
+    "scaled-portable-early": ("PORTABLE", 0, True, "SCALED_SCORES", True),
+    "scaled-gfx950-early": ("GFX950", 0, True, "SCALED_SCORES", True),
 }
-FORM_BLOCK_N = {"once-portable": 128, "once-gfx950": 128}  # the twin's token groups are the Gluon kernel's
-GPU_ONLY_ON = {"PTX_SM90": "cuda", "GFX950": "hip"}  # native asm builds on one platform only
-# On the H200 the PTX conversion in NATURAL tiles of 16 or 32 tokens gives wrong answers
-# (a GPU-only miscompile the self-check catches; the dispatch runs EVEN_ODD on sm_90), so
-# on a GPU that form is tested in 64-token tiles.
-GPU_MIN_BLOCK_N = {"ptx-natural": 64}
-PIN_PLATFORM = {1: "cuda", 2: "hip"}
+GPU_ONLY_ON = {"gfx950": "hip"}  # conversion (CONVERT_NAMES) -> the one platform its asm builds on
+PIN_PLATFORM = {1: "hip"}
+
+
+def skip_unless_builds_here(sub, convert, pin=0):
+    """Skip on a GPU whose platform cannot build the conversion's or the pin's asm."""
+    platform = sub._platform(_device())
+    needs = {GPU_ONLY_ON.get(sub.CONVERT_NAMES[convert]), PIN_PLATFORM.get(pin)} - {None}
+    if platform != "cpu" and needs - {platform}:
+        pytest.skip(f"{sub.CONVERT_NAMES[convert]} conversion / pin {pin} builds on {needs} only")
 
 
 def force_variant(sub, monkeypatch, name):
     """Make every plan run the named variant only (no fallback) -> the expected fields."""
-    convert, layout, pin, split_tail, family, *early = VARIANT_FORMS[name]
-    platform = sub._platform(_device())
-    needs = {GPU_ONLY_ON.get(convert), PIN_PLATFORM.get(pin)} - {None}
-    if platform != "cpu" and needs - {platform}:
-        pytest.skip(f"{name} builds on {needs} only")
-    form = (getattr(sub, convert), getattr(sub, layout), pin, split_tail, getattr(sub, family), bool(early))
-    min_block_n = GPU_MIN_BLOCK_N.get(name, 1) if platform != "cpu" else 1
-    merge_of = (lambda merge: sub.MERGE_COMBINE if merge == sub.MERGE_FUSED else merge) \
-        if form[4] == sub.ONCE_SCORES else (lambda merge: merge)
+    convert, pin, split_tail, family, *early = VARIANT_FORMS[name]
+    form = (getattr(sub, convert), pin, split_tail, getattr(sub, family), bool(early))
+    skip_unless_builds_here(sub, form[0], pin)
     monkeypatch.setattr(sub, "variants_for", lambda arch, platform, block_n, num_warps, num_stages=1, scores=0,
-                        merge=sub.MERGE_COMBINE: [sub.Variant(
-                            form[0], form[1], form[2], FORM_BLOCK_N.get(name, max(block_n, min_block_n)), num_warps,
-                            num_stages, form[3], form[4], merge_of(merge), early_tile=form[5])])
+                        merge=sub.MERGE_COMBINE: [sub.Variant(form[0], pin, block_n, num_warps, num_stages,
+                                                              split_tail, form[3], merge, early_tile=form[4])])
     return form
 
 
+# The ONCE family's Gluon kernel (gfx950 only) through its standard-Triton twin, run directly
+# (tests/once_twin.py): its 128-token tiles, the values' conversion by name.
+TWIN_FORMS = {"once-portable": "PORTABLE", "once-gfx950": "GFX950"}
+
+
+def run_form(sub, monkeypatch, name, data):
+    """The named form on `data` -> (its output, the float32 attention it must match). A
+    VARIANT_FORMS one through custom_kernel, forced and checked to have run; a TWIN_FORMS one
+    through the twin, in two splits (COMBINE) where its tiles allow a second one, else one
+    (DIRECT), with the Q bytes its split 0 wrote checked against quantize_q_reference."""
+    if name not in TWIN_FORMS:
+        form = force_variant(sub, monkeypatch, name)
+        out = sub.custom_kernel(data)
+        assert ran(sub) == form
+        return out, expected_for(sub, form, data)
+    convert = getattr(sub, TWIN_FORMS[name])
+    skip_unless_builds_here(sub, convert)
+    splits = 2 if data[4]["kv_seq_len"] > sub.GL_BLOCK_N else 1
+    merge = sub.MERGE_COMBINE if splits > 1 else sub.MERGE_DIRECT
+    out, scratch = once_twin.run(data, once_twin.twin_variant(convert, merge), splits)
+    q8, qs, _ = sub.quantize_q_reference(data[0])
+    assert torch.equal(scratch.q8.view(q8.shape), q8) and torch.equal(scratch.qs.view(qs.shape), qs)
+    return out, emulated_scaled(data)
+
+
 def ran(sub):
-    """(convert, layout, pin, split_tail, family, early_tile) of the variant the last plan ran."""
+    """(convert, pin, split_tail, family, early_tile) of the variant the last plan ran."""
     variant = last_plan(sub).variant
-    return (variant.convert, variant.layout, variant.pin, variant.split_tail, variant.scores, variant.early_tile)
+    return (variant.convert, variant.pin, variant.split_tail, variant.scores, variant.early_tile)
 
 
 def expected_for(sub, form, data):
-    return emulated_scaled(data) if form[4] != sub.BF16_SCORES else ref.exact_attention(data)
-
-
-@pytest.fixture(params=["natural", "even_odd"])
-def layout(request, fresh_plans, monkeypatch):
-    """Run the test in each tile layout on this machine's architecture."""
-    arch = fresh_plans._arch(_device())
-    value = fresh_plans.NATURAL if request.param == "natural" else fresh_plans.EVEN_ODD
-    monkeypatch.setitem(fresh_plans.LAYOUT_BY_ARCH, arch, value)
-    return value
+    return emulated_scaled(data) if form[3] != sub.BF16_SCORES else ref.exact_attention(data)
 
 
 def last_plan(sub):
@@ -120,32 +127,31 @@ def last_plan(sub):
 
 
 @pytest.mark.parametrize("batch, kv_len", CPU_CASES)
-def test_matches_exact_attention_small(fresh_plans, layout, batch, kv_len):
+def test_matches_exact_attention_small(fresh_plans, batch, kv_len):
     data = ref.generate_input(batch, 1, kv_len, seed=100 + kv_len)
     out = fresh_plans.custom_kernel(data)
     assert_matches_exact(out, data)
     plan = last_plan(fresh_plans)
-    assert plan.variant == plan.variants[0] and plan.variant.layout == layout  # no fallback
+    assert plan.variant == plan.variants[0]  # no fallback
     if kv_len >= 16:  # below that, MXFP4 itself misses the runner's rule (docs/harness.md)
         ok, message = ref.check_implementation(data, out)
         assert ok, message
 
 
-@pytest.mark.parametrize("name", list(VARIANT_FORMS))
+@pytest.mark.parametrize("name", list(VARIANT_FORMS) + list(TWIN_FORMS))
 @pytest.mark.parametrize("batch, kv_len", VARIANT_CASES)
 def test_every_variant_matches_exact_attention(fresh_plans, monkeypatch, name, batch, kv_len):
-    """Each conversion, layout, pin and loop structure a dispatch or a fallback can reach,
-    in one split and several (the launch gives the 300-token case 2). The scales trimmed to
+    """Each conversion, pin and loop structure a dispatch or a fallback can reach, and the
+    Gluon kernel's data flow (its twin), in one split and several (the launch gives the
+    300-token case 2; the twin two for more than one tile). The scales trimmed to
     (total_kv, 18) and the last sequence's last tile ending past the buffer's last row: a
     tail load that is not masked reads outside the tensors (the interpreter's bounds guard,
     tests/conftest.py; on a GPU, compute-sanitizer)."""
-    form = force_variant(fresh_plans, monkeypatch, name)
     data = ref.generate_input(batch, 1, kv_len, seed=200 + kv_len, scale_layout="trimmed")
     packed, scales = data[1]["mxfp4"]
     assert scales.shape[0] == packed.shape[0] == packed.untyped_storage().nbytes() // 288
-    out = fresh_plans.custom_kernel(data)
-    assert ran(fresh_plans) == form
-    assert_matches_exact(out, data, expected_for(fresh_plans, form, data))
+    out, expected = run_form(fresh_plans, monkeypatch, name, data)
+    assert_matches_exact(out, data, expected)
 
 
 def test_several_splits_and_tiles_per_split_are_exercised(fresh_plans):
@@ -157,7 +163,7 @@ def test_several_splits_and_tiles_per_split_are_exercised(fresh_plans):
 
 
 @pytest.mark.parametrize("padding", [None, 0xFF, 0x00, "random"])
-def test_padded_scales_give_the_trimmed_answer(fresh_plans, layout, padding):
+def test_padded_scales_give_the_trimmed_answer(fresh_plans, padding):
     """The padded scale buffer (24 columns, rows rounded up to 256, padding of any byte)
     gives bit for bit the answer of the trimmed (total_kv, 18) one."""
     trimmed = ref.generate_input(3, 1, 70, seed=11, scale_layout="trimmed")
@@ -166,43 +172,37 @@ def test_padded_scales_give_the_trimmed_answer(fresh_plans, layout, padding):
     assert torch.equal(fresh_plans.custom_kernel(data), fresh_plans.custom_kernel(trimmed))
 
 
-@pytest.mark.parametrize("name", list(VARIANT_FORMS))
+@pytest.mark.parametrize("name", list(VARIANT_FORMS) + list(TWIN_FORMS))
 def test_e8m0_bytes_0_and_255_as_the_reference(fresh_plans, monkeypatch, name):
     """Byte 255 is NaN in the reference: the sequence holding it is NaN, the others are
-    right. Byte 0 is 2^-127: the gfx950 conversion gives exactly that; the portable and
-    PTX ones underflow value * 2^-127 to 0, far below any score's or output's resolution,
-    which matches float32 attention within the tolerance. Every conversion and layout."""
-    form = force_variant(fresh_plans, monkeypatch, name)
+    right. Byte 0 is 2^-127: the gfx950 conversion gives exactly that; the portable one
+    underflows value * 2^-127 to 0, far below any score's or output's resolution, which
+    matches float32 attention within the tolerance. Every conversion and family."""
     data = ref.generate_input(3, 1, 50, seed=17)
     scales = data[1]["mxfp4"][1].view(torch.uint8)
     scales[5, 3] = 0  # sequence 0: one block of one token
     scales[60:70, :18] = 0  # sequence 1: whole tokens
     scales[120, 17] = 255  # sequence 2: one (rope) block of one token
-    out = fresh_plans.custom_kernel(data)
-    assert ran(fresh_plans) == form
-    expected = expected_for(fresh_plans, form, data)
+    out, expected = run_form(fresh_plans, monkeypatch, name, data)
     assert bool(expected[2].isnan().all()) and bool(out[2].isnan().all())
     err = (out[:2].float() - expected[:2]).abs()
     assert bool((err <= 8e-3 + 2e-2 * expected[:2].abs()).all())
 
 
-def test_layouts_and_tile_shapes_agree(fresh_plans, monkeypatch):
-    """The same answer from both layouts and from 16- and 64-token tiles (within rounding:
-    the order of the float32 sums differs)."""
+def test_tile_shapes_agree(fresh_plans, monkeypatch):
+    """The same answer from 16- and 64-token tiles (within rounding: the order of the
+    float32 sums differs)."""
     data = ref.generate_input(2, 1, 150, seed=15)
     arch = fresh_plans._arch(data[0].device)
     outs = []
-    for layout in (fresh_plans.NATURAL, fresh_plans.EVEN_ODD):
-        monkeypatch.setitem(fresh_plans.LAYOUT_BY_ARCH, arch, layout)
-        for block_n in (16, 64):
-            monkeypatch.setitem(fresh_plans.MEASURED_DISPATCH, arch, {(2, 150): ("triton", block_n, 4, 2, 1)})
-            fresh_plans._PLANS.clear()
-            outs.append(fresh_plans.custom_kernel(data).float())
-    for out in outs[1:]:
-        assert torch.allclose(out, outs[0], atol=4e-3, rtol=1e-2)
+    for block_n in (16, 64):
+        monkeypatch.setitem(fresh_plans.MEASURED_DISPATCH, arch, {(2, 150): ("triton", block_n, 4, 2, 1)})
+        fresh_plans._PLANS.clear()
+        outs.append(fresh_plans.custom_kernel(data).float())
+    assert torch.allclose(outs[1], outs[0], atol=4e-3, rtol=1e-2)
 
 
-def test_random_variable_lengths(fresh_plans, layout):
+def test_random_variable_lengths(fresh_plans):
     gen = torch.Generator().manual_seed(5)
     lens = torch.randint(1, 90, (5,), generator=gen).tolist()
     data = ref.generate_input(5, 1, max(lens), seed=12, kv_lens=lens)
@@ -330,7 +330,7 @@ def test_leaderboard_cases_on_gpu(fresh_plans, batch, kv_len, seed):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("batch, kv_len, seed", [LEADERBOARD[0], LEADERBOARD[5]])
-def test_portable_conversion_and_natural_layout_on_gpu(fresh_plans, monkeypatch, layout, batch, kv_len, seed):
+def test_portable_conversion_on_gpu(fresh_plans, monkeypatch, batch, kv_len, seed):
     """The fallbacks the dispatch can reach are right on the GPU too, not just in the
     interpreter (which has been right where the GPU was wrong before)."""
     data = ref.generate_input(batch, 1, kv_len, seed)
@@ -358,24 +358,20 @@ def test_scaled_family_on_gpu(fresh_plans, monkeypatch, batch, kv_len, seed):
 
 
 # The first pass's p = 2^276 overflows to inf by design (that is what sends the program to its
-# second pass); on a GPU exp2 gives inf silently, the interpreter's numpy warns.
-@pytest.mark.filterwarnings("ignore:overflow encountered in exp2:RuntimeWarning")
-@pytest.mark.parametrize("name", ["once-portable", "once-gfx950"])
+# second pass); on a GPU exp2 gives inf silently, the interpreter's numpy warns (pytest.ini).
+@pytest.mark.parametrize("name", list(TWIN_FORMS))
 def test_once_family_second_pass_when_a_later_score_dwarfs_the_first_tiles(fresh_plans, monkeypatch, name):
     """The ONCE family takes p against each token group's first valid tile maximum and never
     rescales in the loop; ten tokens of sequence 0's second tile with every code +6 at block
     scale 2^5 score ~192 sum(q) above the first tile's maximum, ~4600 for a head whose Q
     sums to 24: p = 2^(4600 sm_scale log2 e) = 2^276 would overflow float32, so the
     program runs its tiles again from the true maximum: the output still matches float32
-    attention on its own e4m3 Q."""
-    form = force_variant(fresh_plans, monkeypatch, name)
+    attention on its own e4m3 Q (the twin, in two splits: split 0 holds both tiles)."""
     data = ref.generate_input(2, 1, 300, seed=23)
     packed, scales = data[1]["mxfp4"]
     packed.view(torch.uint8)[200:210] = 0x77
     scales.view(torch.uint8)[200:210, :18] = 132
-    out = fresh_plans.custom_kernel(data)
-    assert ran(fresh_plans) == form
-    expected = expected_for(fresh_plans, form, data)
+    out, expected = run_form(fresh_plans, monkeypatch, name, data)
     q_deq = fresh_plans.quantize_q_reference(data[0].cpu())[2][0]
     overflowing = q_deq.float().sum(dim=1) * 192 * data[4]["sm_scale"] * 1.4427 > 128  # p past 2^128
     assert bool(overflowing.any())
@@ -384,18 +380,14 @@ def test_once_family_second_pass_when_a_later_score_dwarfs_the_first_tiles(fresh
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("batch, kv_len, seed", [LEADERBOARD[0], LEADERBOARD[2], LEADERBOARD[6]])
-def test_once_twin_on_gpu(fresh_plans, monkeypatch, batch, kv_len, seed):
+def test_once_twin_on_gpu(fresh_plans, batch, kv_len, seed):
     """The ONCE family's standard-Triton twin compiled (NVIDIA: Triton emulates dot_scaled;
     not fast, its accumulators spill: a check of the Gluon kernel's data flow, not a path the
-    dispatch takes there) in once_launch's split count, against its float32 emulation and
-    the runner's rule."""
-    form = force_variant(fresh_plans, monkeypatch, "once-portable")
-    arch = fresh_plans._arch(_device())
+    dispatch takes there) in once_launch's split count and merge, against its float32
+    emulation and the runner's rule."""
     launch = fresh_plans.once_launch(batch, kv_len, fresh_plans._num_sms(_device()))
-    monkeypatch.setitem(fresh_plans.MEASURED_DISPATCH, arch, {(batch, kv_len): ("triton", *launch)})
     data = ref.generate_input(batch, 1, kv_len, seed)
-    out = fresh_plans.custom_kernel(data)
-    assert ran(fresh_plans) == form and last_plan(fresh_plans).launch == launch
+    out, _ = once_twin.run(data, once_twin.twin_variant(fresh_plans.PORTABLE, launch.merge), launch.num_splits)
     assert_matches_exact(out, data, emulated_scaled(data))
     ok, message = ref.check_implementation(data, out)
     assert ok, message

@@ -11,6 +11,7 @@ invalid ranges (NaN rows, in every family and merge).
 import pytest
 import torch
 
+import once_twin
 import reference as ref
 from test_kernel import assert_matches_exact, emulated_scaled, last_plan
 
@@ -68,12 +69,10 @@ def test_merge_holds_over_consecutive_calls_with_fresh_inputs(fresh_plans, monke
     """Leaderboard mode: a fresh input every call (other lengths too, with the same total
     and the same longest, so that every call runs the same plan and its counters), a call that raised on bad input in
     between; every output right. FUSED: the counters stay multiples of the split count
-    (each call adds num_splits to each, so the last program of each is found again).
-    COMBINE on NVIDIA sm_90+: the combine runs as the dependent launch (PDL) every call."""
+    (each call adds num_splits to each, so the last program of each is found again)."""
     sub = fresh_plans
     merge_mode = getattr(sub, f"MERGE_{merge_name.upper()}")
     use_launch(sub, monkeypatch, (3, 50), 16, 4, family, merge_mode)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     plans = set()
     for call in range(5):
         lens = [[50, 0, 50], [50, 20, 30], [1, 49, 50], [50, 45, 5], [20, 50, 30]][call]  # longest 50, total 100
@@ -87,8 +86,6 @@ def test_merge_holds_over_consecutive_calls_with_fresh_inputs(fresh_plans, monke
         plan = last_plan(sub)
         plans.add(id(plan))
         assert plan.variant.merge == merge_mode
-        assert plan.variant.pdl == (merge_mode == sub.MERGE_COMBINE and sub.pdl_capable(sub._arch(device),
-                                                                                         sub._platform(device)))
         if merge_mode == sub.MERGE_FUSED:
             assert plan.scratch.count.tolist() == [4 * (call + 1)] * 3  # every split of every call counted
     assert len(plans) == 1
@@ -148,31 +145,29 @@ def test_the_combine_kernel_in_half_rows(fresh_plans, monkeypatch, family):
     assert_matches_exact(out, data, expected(sub, family, data))
 
 
-@pytest.mark.parametrize("splits, merge", [(1, "combine"), (2, "combine"), (4, "combine"), (2, "fused"),
+@pytest.mark.parametrize("splits, merge", [(1, "direct"), (2, "combine"), (4, "combine"), (2, "fused"),
                                            (4, "fused")])
 def test_the_once_family_merges_direct_combine_and_fused_with_empty_single_token_and_invalid_ranges(
-        fresh_plans, monkeypatch, splits, merge):
-    """The ONCE family (here its standard-Triton twin, the Gluon kernel's data flow) in
-    128-token tiles: one split (DIRECT), two and four (COMBINE and FUSED: splits of one tile,
+        fresh_plans, splits, merge):
+    """The ONCE family (its standard-Triton twin, the Gluon kernel's data flow: tests/once_twin.py)
+    in 128-token tiles: one split (DIRECT), two and four (COMBINE and FUSED: splits of one tile,
     empty splits); sequences of 300, 0, 1 and 129 tokens (a partial tile, a one-token one, an
-    empty one: zeros); then, past the plan's first call, a range running backwards and one
-    past the cache are NaN rows, the others right (FUSED: its counter carried over calls)."""
+    empty one: zeros); then a range running backwards and one past the cache are NaN rows, the
+    others right (FUSED: its counters carried over the calls, multiples of the split count)."""
     sub = fresh_plans
-    merge = {"combine": sub.MERGE_COMBINE, "fused": sub.MERGE_FUSED}[merge]
-    use_launch(sub, monkeypatch, (4, 300), 128, splits, sub.ONCE_SCORES, merge)
+    variant = once_twin.twin_variant(sub.PORTABLE, getattr(sub, f"MERGE_{merge.upper()}"))
     data = ref.generate_input(4, 1, 300, seed=75, kv_lens=[300, 0, 1, 129])
-    out = sub.custom_kernel(data)
-    plan = last_plan(sub)
-    assert (plan.variant.scores, plan.launch.num_splits) == (sub.ONCE_SCORES, splits)
-    assert plan.variant.merge == (sub.MERGE_DIRECT if splits == 1 else merge)
+    out, scratch = once_twin.run(data, variant, splits)
     assert bool((out[1] == 0).all())
     assert_matches_exact(out, data, emulated_scaled(data))
     q, kv_data, qo_indptr, kv_indptr, config = data
     bad = kv_indptr.clone()
-    bad[2] = 150  # sequence 1 runs backwards, sequence 2 reads [150, 201)
-    out = sub.custom_kernel((q, kv_data, qo_indptr, bad, config))
+    bad[2] = 150  # sequence 1 runs backwards, sequence 2 reads [150, 301)
+    out, _ = once_twin.run((q, kv_data, qo_indptr, bad, config), variant, splits, scratch)
     assert bool(out[1].isnan().all()) and bool(torch.isfinite(out[[0, 2, 3]]).all())
     past_end = kv_indptr.clone()
     past_end[4] = 10_000
-    out = sub.custom_kernel((q, kv_data, qo_indptr, past_end, config))
+    out, _ = once_twin.run((q, kv_data, qo_indptr, past_end, config), variant, splits, scratch)
     assert bool(out[3].isnan().all()) and bool(torch.isfinite(out[:3]).all())
+    if variant.merge == sub.MERGE_FUSED:
+        assert scratch.count.tolist() == [3 * splits] * 4  # every split of the three calls counted
