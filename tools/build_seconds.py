@@ -29,18 +29,20 @@ sub = report.sub
 
 
 def binaries(choice, batch):
-    """(key, build spec) of the binaries one Triton candidate's first variant launches."""
+    """(key, build) of the binaries one Triton candidate's first variant launches: build() makes
+    the compile report's row (the Gluon kernel's for the ONCE family's Gluon form)."""
     launch = sub.make_launch(*choice[1:])
     variant = sub.variants_for("gfx950", "hip", launch.block_n, launch.num_warps, launch.num_stages, launch.scores,
                                launch.merge)[0]
-    fn, signature, consts = report._build_spec(variant, launch.num_splits)
-    found = [((fn.__name__, tuple(consts.items()), variant.num_warps, variant.num_stages),
-              (fn, signature, consts, variant.num_warps, variant.num_stages))]
+    if variant.gluon:
+        found = [(("gluon", variant.merge), lambda: report.compile_gluon(variant.merge))]
+    else:
+        spec = (*report._build_spec(variant), variant.num_warps, variant.num_stages)
+        found = [((spec[0].__name__, tuple(spec[2].items()), *spec[3:]), lambda: report.compile_one("gfx950", *spec))]
     if variant.merge == sub.MERGE_COMBINE:
-        consts = {"CHUNK": min(launch.num_splits, sub.COMBINE_MAX_CHUNK), "DIMS": sub.combine_dims(batch, 256),
-                  "PDL": False}
-        found.append((("combine", tuple(consts.items())), (sub._mla_combine_kernel, report.COMBINE_SIGNATURE,
-                                                           consts, 4, 1)))
+        consts = {"CHUNK": min(launch.num_splits, sub.COMBINE_MAX_CHUNK), "DIMS": sub.combine_dims(batch, 256)}
+        found.append((("combine", tuple(consts.items())), lambda: report.compile_one(
+            "gfx950", sub._mla_combine_kernel, report.COMBINE_SIGNATURE, consts, 4, 1)))
     return found
 
 
@@ -55,15 +57,15 @@ def main():
             for choice in sub.ranked_candidates(batch, kv_len, torch.device("cpu")):
                 if choice[0] != "triton":
                     continue
-                for key, spec in binaries(choice, batch):
+                for key, build in binaries(choice, batch):
                     if key in built:
                         continue
                     built.add(key)
                     start = time.perf_counter()
-                    row = report.compile_one("gfx950", *spec)
+                    row = build()
                     took = time.perf_counter() - start
                     if "error" in row:
-                        print(f"build failed: {spec[0].__name__} {spec[2]}: {row['error'][-200:]}", file=sys.stderr)
+                        print(f"build failed: {key}: {row['error'][-200:]}", file=sys.stderr)
                     seconds, count, longest = seconds + took, count + 1, max(longest, took)
             rows.append({"batch": batch, "kv_len": kv_len, "new_binaries": count, "build_s": round(seconds, 2),
                          "longest_s": round(longest, 2)})

@@ -43,8 +43,9 @@ AMD's CDNA4 documentation and its dense peaks, a prediction: nothing here ran on
           per wave issues both); sm90: SASS warp-instructions / 4 schedulers per SM
 The case table gives, per leaderboard case, the variant the dispatch picks (submission.choose
 with the target's architecture: the measured table where it has the case, else
-predicted_choice; gfx950 also the BF16 family's default launch for comparison) and its bound;
-for sm_90 also the H200's measured mean (MEASURED_FILE) over the bound: the calibration ratio.
+predicted_choice; gfx950 also the BF16 family's default launch for comparison) and its bound.
+sm_90 builds the portable forms the H200 runs (the BF16 family's portable conversion: no
+NVIDIA-only form is left in submission.py).
 
 gfx950 registers: the metadata's .vgpr_count is the TOTAL of the unified register file the
 wave allocates: the arch VGPRs rounded up to 4 (.amdhsa_accum_offset) plus the AGPRs
@@ -89,9 +90,10 @@ HBM_BYTES_PER_ELEMENT = 306 / 576  # 288 B of fp4 codes + 18 B of e8m0 scales pe
 #   constant                     MI355X (gfx950)            H200 (sm_90)
 #   compute units                256 CUs                    132 SMs
 #   clock                        2.4 GHz                    1.98 GHz
-#   HBM                          8 TB/s (13.0 B/clk/CU)     copy rate measured in MEASURED_FILE
-#                                                           (floors.copy_rate_gbs, read + write:
-#                                                           4.27 TB/s; datasheet 4.8 TB/s)
+#   HBM                          8 TB/s (13.0 B/clk/CU)     the copy rate measured on the H200
+#                                                           (read + write: 4.27 TB/s, the floors of
+#                                                           results/h200_eval_benchmark_v10_table
+#                                                           .json; datasheet 4.8 TB/s)
 #   LDS / shared memory          128 B/clk/CU (CDNA3's;     128 B/clk/SM
 #                                CDNA4 may read faster)
 #   issue                        64 VALU lane-ops/clk/CU;   4 warp-instructions/clk/SM
@@ -103,12 +105,9 @@ HBM_BYTES_PER_ELEMENT = 306 / 576  # 288 B of fp4 codes + 18 B of e8m0 scales pe
 MI355X = {"units": 256, "clock_hz": 2.4e9, "hbm_bytes_per_s": 8e12, "lds_bytes_per_clk": 128,
           "valu_lanes_per_clk": 64, "simds": 4, "regs_per_lane": 512, "max_waves_per_simd": 8,
           "lds_bytes": 160 * 1024}
-H200 = {"units": 132, "clock_hz": 1.98e9, "hbm_bytes_per_s": 4.8e12, "lds_bytes_per_clk": 128,
+H200 = {"units": 132, "clock_hz": 1.98e9, "hbm_bytes_per_s": 4274.313686845467e9, "lds_bytes_per_clk": 128,
         "warp_instructions_per_clk": 4, "regs": 65536, "max_warps": 64, "shared_bytes": 228 * 1024,
         "shared_reserved": 1024}
-# The H200's measured benchmark (eval.py benchmark --json): its copy-rate floor is the HBM
-# rate above, its rows' mean_us the measured time per case (dispatched per MEASURED_DISPATCH).
-MEASURED_FILE = ROOT / "results" / "h200_eval_benchmark_v10_table.json"
 # SIMD cycles of one gfx950 matrix instruction (gfx950.md: from the dense peaks, 512 bf16
 # MACs per cycle per SIMD). The scaled one: 32 cycles with an fp8 operand (our e4m3 Q x e2m1
 # K), 16 when both operands are fp4 (cbsz:4 blgp:4). Any other kind: its MACs at the bf16
@@ -119,12 +118,19 @@ MFMA_CYCLES = {
     "v_mfma_scale_f32_16x16x128_f8f6f4 fp4 x fp4": 16,
 }
 MFMA_MACS_PER_CYCLE = 512
-SPLIT_SIGNATURE = {"q_ptr": "*bf16", "kv_ptr": "*u8", "kv_words_ptr": "*i32", "scale_ptr": "*u8",
-                   "qo_indptr_ptr": "*i32", "kv_indptr_ptr": "*i32", "out_ptr": "*bf16", "part_acc_ptr": "*fp32",
-                   "part_ml_ptr": "*fp32", "count_ptr": "*i32", "q8_ptr": "*u8", "qs_ptr": "*u8",
-                   "probe_ptr": "*i64", "total_kv": "i32", "num_splits": "i32",
-                   "q_row_stride": "i32", "q_head_stride": "i32", "kv_row_stride": "i32",
-                   "scale_row_stride": "i32", "qk_scale_log2": "fp32", "value_scale": "fp32"}
+# The split kernels' arguments (submission._launch_triton): the SCALED kernel reads the codes
+# also as int32 words and writes the quantized Q; the BF16 kernel neither.
+_SPLIT_ARGUMENTS = {"q_ptr": "*bf16", "kv_ptr": "*u8", "kv_words_ptr": "*i32", "scale_ptr": "*u8",
+                    "qo_indptr_ptr": "*i32", "kv_indptr_ptr": "*i32", "out_ptr": "*bf16", "part_acc_ptr": "*fp32",
+                    "part_ml_ptr": "*fp32", "count_ptr": "*i32", "q8_ptr": "*u8", "qs_ptr": "*u8",
+                    "total_kv": "i32", "num_splits": "i32", "q_row_stride": "i32", "q_head_stride": "i32",
+                    "kv_row_stride": "i32", "scale_row_stride": "i32", "qk_scale_log2": "fp32",
+                    "value_scale": "fp32"}
+SCALED_SIGNATURE = dict(_SPLIT_ARGUMENTS)
+BF16_SIGNATURE = {k: v for k, v in _SPLIT_ARGUMENTS.items() if k not in ("kv_words_ptr", "q8_ptr", "qs_ptr")}
+# split kernel -> (the family it runs, its signature)
+SPLIT_KERNELS = {"_scaled_split_kernel": (sub.SCALED_SCORES, SCALED_SIGNATURE),
+                 "_bf16_split_kernel": (sub.BF16_SCORES, BF16_SIGNATURE)}
 Q8_SIGNATURE = {"q_ptr": "*bf16", "kv_indptr_ptr": "*i32", "partials_ptr": "*fp32", "q8_ptr": "*u8",
                 "scale_ptr": "*fp32", "page_len_ptr": "*i32", "batch": "i32", "num_partials": "i32",
                 "q_row_stride": "i32", "q_head_stride": "i32"}
@@ -164,14 +170,21 @@ def dispatched_launches(target_name):
     return sorted(launches)
 
 
-def _build_spec(variant, num_splits=1):
-    """(kernel, signature, constexprs) of one split-kernel Variant (its merge decides the
-    output; num_splits is a runtime argument, and sets the FUSED merge's chunk)."""
-    return (sub._mla_split_kernel, SPLIT_SIGNATURE,
-            {"BLOCK_N": variant.block_n, "CONVERT": variant.convert, "LAYOUT": variant.layout, "PIN": variant.pin,
-             "SPLIT_TAIL": variant.split_tail, "SCORES": variant.scores, "MERGE": variant.merge,
-             "PROBE": sub.PROBE_OFF, "FUSED_CHUNK": sub.fused_chunk(variant, num_splits), "PDL": variant.pdl,
-             "WAVE_FENCES": variant.wave_fences, "EARLY_TILE": variant.early_tile})
+def _build_spec(variant):
+    """(kernel, signature, constexprs) of one standard-Triton split-kernel Variant, as
+    submission._launch_triton launches it: the SCALED family's kernel or the BF16 family's
+    (its merge decides the output; the split count is a runtime argument). The Gluon kernel's
+    forms are compile_gluon's."""
+    if variant.gluon:
+        raise ValueError(f"{variant.describe()}: the Gluon kernel's builds are compile_gluon's")
+    consts = {"BLOCK_N": variant.block_n, "CONVERT": variant.convert}
+    if variant.scores == sub.SCALED_SCORES:
+        return (sub._scaled_split_kernel, SCALED_SIGNATURE,
+                {**consts, "SPLIT_TAIL": variant.split_tail, "MERGE": variant.merge,
+                 "WAVE_FENCES": variant.wave_fences, "EARLY_TILE": variant.early_tile})
+    return (sub._bf16_split_kernel, BF16_SIGNATURE,
+            {**consts, "PIN": variant.pin, "SPLIT_TAIL": variant.split_tail, "MERGE": variant.merge,
+             "WAVE_FENCES": variant.wave_fences})
 
 
 def launches_per_call(variant):
@@ -191,13 +204,12 @@ def kernel_variants(target_name):
         for merge in sorted(merges):
             for variant in sub.variants_for(arch, platform, launch.block_n, launch.num_warps, launch.num_stages,
                                             launch.scores, merge):
-                fn, signature, consts = _build_spec(variant, launch.num_splits)
+                fn, signature, consts = _build_spec(variant)
                 seen.setdefault((fn.__name__, tuple(consts.items()), variant.num_warps, variant.num_stages),
                                 (fn, signature, consts, variant.num_warps, variant.num_stages))
                 if variant.merge == sub.MERGE_COMBINE:
                     for dims in (sub.V_HEAD_DIM, sub.COMBINE_DIMS_SPLIT):
-                        consts = {"CHUNK": min(launch.num_splits, sub.COMBINE_MAX_CHUNK), "DIMS": dims,
-                                  "PDL": variant.pdl}
+                        consts = {"CHUNK": min(launch.num_splits, sub.COMBINE_MAX_CHUNK), "DIMS": dims}
                         seen.setdefault(("combine", tuple(consts.items())),
                                         (sub._mla_combine_kernel, COMBINE_SIGNATURE, consts, 4, 1))
     for batch in Q8_BATCHES:
@@ -426,56 +438,35 @@ def _sass_report(compiled, consts, num_warps):
                                                    / elements, 3),
                loop_shared_ops_per_warp=dict(smem),
                loop_top_sass=Counter(body).most_common(8))
-    clocks = {"hbm": HBM_BYTES_PER_ELEMENT * H200["units"] * H200["clock_hz"] / h200_hbm_bytes_per_s(),
+    clocks = {"hbm": HBM_BYTES_PER_ELEMENT * H200["units"] * H200["clock_hz"] / H200["hbm_bytes_per_s"],
               "lds": row["loop_shared_bytes_per_element"] / H200["lds_bytes_per_clk"],
               "issue": len(body) * num_warps / elements / H200["warp_instructions_per_clk"]}
     row["clocks_per_element"] = {k: round(v, 5) for k, v in clocks.items()}
     return row
 
 
-def _measured():
-    return json.loads(MEASURED_FILE.read_text()) if MEASURED_FILE.exists() else {}
-
-
-def h200_hbm_bytes_per_s():
-    """The H200's measured copy rate (read + write) if MEASURED_FILE has it, else the datasheet's."""
-    rate = _measured().get("floors", {}).get("copy_rate_gbs")
-    return rate * 1e9 if rate else H200["hbm_bytes_per_s"]
-
-
 # ---------------------------------------------------------------------------------------
 # builds, and the bound per case
 # ---------------------------------------------------------------------------------------
 
-def pdl_steps(ptx):
-    """Where a kernel's dependent-launch instructions sit in its PTX: wait_first when
-    griddepcontrol.wait comes before every global load (the combine reads no partial
-    before the split grid has ended), signal_last when griddepcontrol.launch_dependents
-    comes after every global store and atomic (the split program signals once its partial
-    is written)."""
-    lines = ptx.splitlines()
-    found = {name: [i for i, line in enumerate(lines) if re.search(pattern, line)] for name, pattern in (
-        ("wait", r"griddepcontrol\.wait"), ("signal", r"griddepcontrol\.launch_dependents"),
-        ("load", r"\bld\.global"), ("store", r"\b(st|atom|red)\.global"))}
-    return {"wait_first": bool(found["wait"]) and min(found["wait"]) < min(found["load"], default=len(lines)),
-            "signal_last": bool(found["signal"]) and min(found["signal"]) > max(found["store"], default=-1)}
-
-
 def fused_forms(target_name):
-    """Every FUSED split-kernel build the dispatch or first-call tuning can launch on the
-    target (the first form of each FUSED candidate of tune_candidates over the leaderboard
-    cases, and of the dispatched launches, per merge chunk): {(Variant, FUSED_CHUNK): a
-    split count it runs at}."""
+    """Every standard-Triton FUSED split-kernel build the dispatch or first-call tuning can
+    launch on the target: the first form of the FUSED twin of each candidate of
+    submission.candidate_groups over the leaderboard cases and of each dispatched launch of
+    several splits -> {Variant: a split count it runs at}. The Gluon kernel's FUSED form is
+    its own row (compile_gluon)."""
     _, arch, _, platform = TARGETS[target_name]
     forms = {}
     with _dispatching_as(target_name):
-        choices = [c for case in LEADERBOARD_CASES for c in sub.tune_candidates(*case, sub.torch.device("cpu"))]
+        choices = [c for case in LEADERBOARD_CASES
+                   for _, group in sub.candidate_groups(*case, sub.torch.device("cpu")) for c in group]
     launches = [sub.make_launch(*c[1:]) for c in choices if c[0] == "triton"] + dispatched_launches(target_name)
     for launch in launches:
         if launch.num_splits > 1:
             variant = sub.variants_for(arch, platform, launch.block_n, launch.num_warps, launch.num_stages,
                                        launch.scores, sub.MERGE_FUSED)[0]
-            forms.setdefault((variant, sub.fused_chunk(variant, launch.num_splits)), launch.num_splits)
+            if not variant.gluon:
+                forms.setdefault(variant, launch.num_splits)
     return forms
 
 
@@ -487,13 +478,10 @@ def compile_one(target_name, fn, signature, consts, num_warps, num_stages) -> di
            "num_warps": num_warps, "num_stages": num_stages, **consts}
     if "CONVERT" in consts:
         row["convert"] = sub.CONVERT_NAMES[consts["CONVERT"]]
-    if "SCORES" in consts:
-        row["family"] = sub.FAMILY_NAMES[consts["SCORES"]]
+    if fn.__name__ in SPLIT_KERNELS:
+        row["family"] = sub.FAMILY_NAMES[SPLIT_KERNELS[fn.__name__][0]]
     try:
-        # the combine of a PDL variant is launched with launch_pdl (a launch option of the build)
-        pdl = {"launch_pdl": True} if fn is sub._mla_combine_kernel and consts.get("PDL") else {}
-        compiled = triton.compile(src, target=target,
-                                  options={"num_warps": num_warps, "num_stages": num_stages, **pdl})
+        compiled = triton.compile(src, target=target, options={"num_warps": num_warps, "num_stages": num_stages})
     except Exception as exc:  # noqa: BLE001 - a failed build is a row, reported and tested
         return {**row, "error": f"{type(exc).__name__}: {exc}"[-2000:]}
     if target.backend == "hip":
@@ -503,8 +491,6 @@ def compile_one(target_name, fn, signature, consts, num_warps, num_stages) -> di
             row["fused_fences"] = fused_fences(compiled.asm["amdgcn"], num_warps)
     else:
         row.update(_sass_report(compiled, consts, num_warps))
-        if consts.get("PDL"):
-            row.update(pdl_steps(compiled.asm["ptx"]))
     return row
 
 
@@ -526,15 +512,14 @@ def _first_variant(target_name, launch):
     _, arch, _, platform = TARGETS[target_name]
     variant = sub.variants_for(arch, platform, launch.block_n, launch.num_warps, launch.num_stages, launch.scores,
                                launch.merge)[0]
-    return _build_spec(variant, launch.num_splits), variant
+    return _build_spec(variant), variant
 
 
 def case_rows(target_name, variant_rows):
     """Per leaderboard case: the dispatched split variant's static bound (gfx950: also the
-    BF16 family's default launch; sm90: the H200's measured mean and measured / bound)."""
+    BF16 family's default launch)."""
     _, arch, units, _ = TARGETS[target_name]
     machine = MI355X if target_name == "gfx950" else H200
-    measured = {(r["batch"], r["kv_len"]): r["mean_us"] for r in _measured().get("rows", [])}
     with _dispatching_as(target_name):
         choices = {case: sub.choose(*case, sub.torch.device("cpu")) for case in LEADERBOARD_CASES}
     rows = []
@@ -556,7 +541,7 @@ def case_rows(target_name, variant_rows):
                    "convert": sub.CONVERT_NAMES[variant.convert], "BLOCK_N": variant.block_n,
                    "num_warps": variant.num_warps, "num_stages": variant.num_stages, "num_splits": launch.num_splits,
                    "merge": sub.MERGE_NAMES[variant.merge], "MERGE": variant.merge,
-                   "launches": launches_per_call(variant), "pdl": variant.pdl,
+                   "launches": launches_per_call(variant),
                    "elements_per_unit": batch * kv_len * sub.QK_HEAD_DIM / units}
             clocks = built[0].get("clocks_per_element") if built else None
             if clocks:
@@ -572,9 +557,6 @@ def case_rows(target_name, variant_rows):
                            spills=built[0]["spills"])
             else:
                 row["error"] = built[0].get("error", "no loop") if built else "variant not built"
-            if target_name == "sm90" and (batch, kv_len) in measured and "bound_us" in row:
-                row.update(measured_us=round(measured[(batch, kv_len)], 2),
-                           measured_over_bound=round(measured[(batch, kv_len)] / row["bound_us"], 2))
             rows.append(row)
     return rows
 
@@ -662,7 +644,7 @@ def gluon_case_rows(gluon_rows):
                "family": sub.FAMILY_NAMES[sub.ONCE_SCORES], "convert": sub.CONVERT_NAMES[sub.GFX950],
                "BLOCK_N": launch.block_n, "num_warps": launch.num_warps, "num_stages": launch.num_stages,
                "num_splits": launch.num_splits, "merge": sub.MERGE_NAMES[launch.merge], "MERGE": launch.merge,
-               "launches": 2 if launch.merge == sub.MERGE_COMBINE else 1, "pdl": False,
+               "launches": 2 if launch.merge == sub.MERGE_COMBINE else 1,
                "elements_per_unit": batch * kv_len * sub.QK_HEAD_DIM / MI355X["units"]}
         if built and built[0].get("clocks_per_element"):
             clocks = built[0]["clocks_per_element"]
@@ -690,9 +672,11 @@ def candidate_variants(target_name):
     for launch in (sub.make_launch(*choice[1:]) for choice in choices if choice[0] == "triton"):
         variant = sub.variants_for(arch, platform, launch.block_n, launch.num_warps, launch.num_stages, launch.scores,
                                    launch.merge)[0]
-        fn, signature, consts = _build_spec(variant, launch.num_splits)
+        if variant.gluon:
+            continue
+        fn, signature, consts = _build_spec(variant)
         key = (fn.__name__, tuple(consts.items()), variant.num_warps, variant.num_stages)
-        if not variant.gluon and key not in built:
+        if key not in built:
             found.setdefault(key, (fn, signature, consts, variant.num_warps, variant.num_stages))
     return list(found.values())
 
@@ -724,7 +708,7 @@ def print_rows(rows):
           f"{'warps':>5} {'stg':>3} {'regs':>14} {'spills':>6} {'LDS/shm':>7} {'occ':>4} {'mma':>4} "
           f"{'loop/el':>7} {'LDS B/el':>8} {'MFMA/4':>7} {'pf':>3}  matrix per wave per tile")
     for r in variants:
-        kernel = r["kernel"] + (f":{r['family']}" if "family" in r else "") + (":pdl" if r.get("PDL") else "")
+        kernel = r["kernel"] + (f":{r['family']}" if "family" in r else "")
         convert = r.get("convert", f"R{r['ROWS']} P{r['PHASE']}" if "PHASE" in r else "-")  # _q_fp8_kernel
         head = (f"{r['target']:<7} {r['triton']:<6} {kernel:<31} {convert:<9} "
                 f"{r.get('BLOCK_N', '-'):>3} {r.get('PIN', '-'):>3} {MERGE_SHORT.get(r.get('MERGE'), '-'):>3} "
@@ -759,21 +743,18 @@ def print_rows(rows):
         print(f"\nstatic bound per case, {target} ({machine}), Triton {cases[0]['triton']}: "
               "max(HBM, LDS, issue) clk/element x elements per CU / clock")
         print(f"{'case':<12} {'role':<13} {'variant':<46} {'splits':>6} {'lnch':>4} {'hbm':>7} {'lds':>7} {'issue':>7} "
-              f"{'limit':>5} {'bound us':>9}" + (f" {'measured':>9} {'ratio':>6}" if target == "sm90" else ""))
+              f"{'limit':>5} {'bound us':>9}")
         for r in (r for r in cases if r["target"] == target):
             variant = (f"{r['family']} {r['convert']} BN{r['BLOCK_N']} w{r['num_warps']} s{r['num_stages']} "
-                       f"{r['merge']}{'+pdl' if r.get('pdl') else ''}")
+                       f"{r['merge']}")
             head = (f"{str((r['batch'], r['kv_len'])):<12} {r['role']:<13} {variant:<46} {r['num_splits']:>6} "
                     f"{r['launches']:>4}")
             if "bound_us" not in r:
                 print(f"{head} {r.get('error', '')[:80]}")
                 continue
             c = r["clocks_per_element"]
-            line = (f"{head} {c['hbm']:>7.4f} {c['lds']:>7.4f} {c['issue']:>7.4f} {r['limiter']:>5} "
-                    f"{r['bound_us']:>9.1f}")
-            if "measured_us" in r:
-                line += f" {r['measured_us']:>9.1f} {r['measured_over_bound']:>6.2f}"
-            print(line)
+            print(f"{head} {c['hbm']:>7.4f} {c['lds']:>7.4f} {c['issue']:>7.4f} {r['limiter']:>5} "
+                  f"{r['bound_us']:>9.1f}")
 
 
 def latency_line(counts):
@@ -828,7 +809,7 @@ def print_latency_rows(variants):
     for r in variants:
         if "latency" not in r:
             continue
-        kernel = r["kernel"] + f":{r['family']}" + (":pdl" if r.get("PDL") else "")
+        kernel = r["kernel"] + f":{r['family']}"
         occupancy = r.get("waves_per_simd") if r["target"] == "gfx950" else r.get("programs_per_sm")
         print(f"{r['target']:<7} {kernel:<24} {r['convert']:<9} {r['BLOCK_N']:>3} {MERGE_SHORT[r['MERGE']]:>3} "
               f"{r['num_warps']:>5} {r['num_stages']:>3} {occupancy:>4} {latency_line(r['latency'])}")

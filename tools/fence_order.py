@@ -13,7 +13,7 @@ follows each wave; no Triton, no GPU):
         "merge_loads_before_wait": in the merge loop (the loop after the atomic with the most
                           vector loads), every load of a pass is issued before the pass's first
                           s_waitcnt vmcnt: one dependent round trip per pass, whatever number
-                          of splits (GL_MERGE_SPLITS / FUSED_CHUNK) a pass loads,
+                          of splits a pass loads (the Gluon merge's GL_MERGE_SPLITS),
         "merge_loads_per_pass": the vector loads of one pass,
         "merge_splits_per_pass": the splits' partials (16 x 512 float32 accumulators and 2 x 16
                           float32 m, l) a pass's loads cover, from their widths x 64 lanes x

@@ -5,8 +5,9 @@ candidates per case (from submission.py as it is), in one JSON file.
 
     python tools/house_baseline.py --report results/compile_report_triton3.6.0.json --json PATH
 
-tests/test_compile_targets.py holds a new build's report to the committed file
-(results/gfx950_house_baseline.json) with variant_figures / case_figures / candidate_lists.
+tests/test_compile_targets.py holds the committed report (which it holds to a fresh build) to the
+committed baseline (results/gfx950_house_baseline.json) with variant_figures / case_figures, and
+candidate_lists of the current submission.py to the baseline's.
 """
 import argparse
 import contextlib

@@ -33,9 +33,15 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
 def record_variant(sub, record):
     """The probed record's split-kernel Variant: its own fields where phase_probe wrote them,
-    else the first variant its choice dispatches (older probe files)."""
+    else the first variant its choice dispatches (older probe files); None for a form this
+    source no longer has (probe files from before issue 31: the PTX conversion and its
+    register pin, EVEN_ODD, dependent launches)."""
     if "variant_fields" in record:
-        return sub.Variant(**record["variant_fields"])
+        fields = record["variant_fields"]
+        if fields.get("layout") or fields.get("pdl") or fields.get("convert") not in sub.CONVERT_NAMES \
+                or fields.get("pin", 0) != sub.PIN_BY_PLATFORM["cuda"]:
+            return None
+        return sub.Variant(**{k: v for k, v in fields.items() if k in sub.Variant._fields})
     launch = sub.make_launch(*record["choice"][1:])
     return sub.variants_for("sm_90", "cuda", launch.block_n, launch.num_warps, launch.num_stages, launch.scores,
                             launch.merge)[0]
@@ -43,6 +49,14 @@ def record_variant(sub, record):
 
 def phases(record):
     return {row["phase"]: row["median_ns"] / 1e3 for row in record.get("phases", []) if isinstance(row, dict)}
+
+
+def split_kernel_us(record):
+    """The split kernel's time in a probed record (its kernel's name: the family's, or the one
+    kernel of before issue 31)."""
+    times = record.get("kernels_us", {})
+    return next((times[name] for name in ("_bf16_split_kernel", "_scaled_split_kernel", "_mla_split_kernel")
+                 if name in times), None)
 
 
 def compare(record, row):
@@ -57,7 +71,7 @@ def compare(record, row):
            "variant": record.get("variant"), "tiles_per_program": tiles,
            "programs_per_sm": row.get("programs_per_sm"), "static": counts,
            "probed_us": {"range": latency, "tile0 loaded": measured.get("tile0 loaded"), "per_tile": per_tile,
-                         "split_kernel": record.get("kernels_us", {}).get("_mla_split_kernel")}}
+                         "split_kernel": split_kernel_us(record)}}
     if latency and "round_trips_per_tile" in counts:
         first = counts["round_trips_to_first_mma"] * latency
         rate = counts["bytes_in_flight_per_unit"] / latency if counts["bytes_in_flight_per_unit"] else None
@@ -100,17 +114,22 @@ def main(argv=None):
     options = parser.parse_args(argv)
     import compile_report
     import submission as sub
-    rows, built = [], {}
+    rows, built, retired = [], {}, 0
     for record in json.loads(Path(options.probe).read_text()):
         if record["choice"][0] != "triton" or not isinstance(record.get("phases"), list):
             continue
         variant = record_variant(sub, record)
+        if variant is None:
+            retired += 1
+            continue
         if variant not in built:
-            fn, signature, consts = compile_report._build_spec(variant, sub.make_launch(*record["choice"][1:]).num_splits)
+            fn, signature, consts = compile_report._build_spec(variant)
             built[variant] = compile_report.compile_one("sm90", fn, signature, consts, variant.num_warps,
                                                         variant.num_stages)
         rows.append(compare(record, built[variant]))
     print_comparisons(rows)
+    if retired:
+        print(f"{retired} record(s) of a form this source no longer has: not compared")
     if options.json:
         Path(options.json).write_text(json.dumps(rows, indent=1) + "\n")
     return rows

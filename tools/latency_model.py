@@ -183,12 +183,11 @@ def candidate_build(rows, target, batch, kv_len, choice):
     else:
         variant = sub.variants_for(arch, platform, launch.block_n, launch.num_warps, launch.num_stages,
                                    launch.scores, launch.merge)[0]
-        fn, _, consts = compile_report._build_spec(variant, launch.num_splits)
+        fn, _, consts = compile_report._build_spec(variant)
         same = [r for r in rows if r["row"] in ("variant", "candidate") and r["target"] == target
                 and r["kernel"] == fn.__name__
                 and r["num_warps"] == variant.num_warps and r["num_stages"] == variant.num_stages]
-        found = [r for r in same if all(r.get(k) == v for k, v in consts.items())] or \
-            [r for r in same if all(r.get(k) == v for k, v in consts.items() if k != "FUSED_CHUNK")]
+        found = [r for r in same if all(r.get(k) == v for k, v in consts.items())]
     found = [r for r in found if "error" not in r and "latency" in r and "clocks_per_element" in r]
     if not found:
         return None, f"no {target} build of its first form in the compile report"
