@@ -113,16 +113,12 @@ def test_every_variant_builds_with_matrix_instructions(rows, target):
             assert r["matrix_ops"] > 0 and ("v_mfma" in kinds if target == "gfx950" else "mma" in kinds), r
 
 
-# Since issue 31 the H200 runs the portable conversion without a register pin (the PTX pin and
-# PORTABLE_MAX_BLOCK_N = {"cuda": 32}, which kept NVIDIA's portable tiles at 32 tokens, are gone
-# from submission.py): its 64-token form spills ~4.7 KB per thread with both Tritons, and the
-# 32-token FUSED form 12 bytes with 3.6.0. Strict: the day it builds spill-free, this fails and
-# the mark goes.
-SM90_PORTABLE_SPILLS = pytest.mark.xfail(strict=True, reason="issue 31: the portable form NVIDIA runs spills on "
-                                                             "sm_90 (64-token tiles without the retired PTX pin)")
-
-
-@pytest.mark.parametrize("target", ["gfx950", pytest.param("sm90", marks=SM90_PORTABLE_SPILLS)])
+# Spill-free on the target only. Since issue 31 the H200 runs the portable conversion without a
+# register pin (the PTX pin and PORTABLE_MAX_BLOCK_N = {"cuda": 32}, NVIDIA-only forms, are gone
+# from submission.py): its 64-token form spills ~4.7 KB per thread with both Tritons, the 32-token
+# FUSED form 12 bytes with 3.6.0 (results/compile_report_triton*.txt list them). The sm_90 builds
+# are held to building without errors above; first-call tuning on the H200 picks 32-token tiles.
+@pytest.mark.parametrize("target", ["gfx950"])
 def test_every_variant_builds_without_spills(rows, target):
     for r in variants(rows, target):
         if r["spills"] and newest_may_spill(r):
