@@ -156,11 +156,11 @@ BROKEN = {  # name -> (old, new, what the error says)
                              "    q_rows = q_ptr + tl.program_id(1) * q_row_stride + "
                              "tl.arange(0, NUM_HEADS_C)[:, None] * q_head_stride\n    seq,", "is no kernel"),
     "tile phase in a kernel": ("    # phase q: q_rope\n", "    # phase tile loaded: q_rope\n", "holds a tile marker"),
-    "a phase before start": ("    tl.static_assert((CONVERT == 0) | (CONVERT == 2), \"CONVERT must be PORTABLE or GFX950\")\n"
+    "a phase before start": ("    tl.static_assert((CONVERT == PORTABLE_C) | (CONVERT == GFX950_C), \"CONVERT must be PORTABLE or GFX950\")\n"
                              "    # phase start: tl.program_id(0)\n    q_rows = q_ptr + tl.program_id(1) * q_row_stride + "
                              "tl.arange(0, NUM_HEADS_C)[:, None] * q_head_stride\n    seq,",
                              "    # phase range: q_ptr\n"
-                             "    tl.static_assert((CONVERT == 0) | (CONVERT == 2), \"CONVERT must be PORTABLE or GFX950\")\n"
+                             "    tl.static_assert((CONVERT == PORTABLE_C) | (CONVERT == GFX950_C), \"CONVERT must be PORTABLE or GFX950\")\n"
                              "    # phase start: tl.program_id(0)\n    q_rows = q_ptr + tl.program_id(1) * q_row_stride + "
                              "tl.arange(0, NUM_HEADS_C)[:, None] * q_head_stride\n    seq,", "before `start`"),
     "a tile call with *args": ("        if lo < hi:\n            m_i, l_i, acc_t = _scaled_tile_math(q_ops, loads, lo, hi,",

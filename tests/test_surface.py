@@ -34,27 +34,30 @@ AITER AITER_COMMIT AITER_ERROR BF16_SCORES CHECK_LOG COMBINE_DIMS_SPLIT COMBINE_
 CONVERT_NAMES COPY_BLOCK E2M1_VALUES FAILED_VARIANTS FAMILY_NAMES GFX950 GLUON_ERROR GL_BLOCK_N
 GL_NUM_WARPS KernelLaunchError LOG2E LOG2_SHIFT MACHINE MACHINE_BEGIN MACHINE_END MAX_PLANS
 MEASURED_DISPATCH MEASURED_ON MERGE_COMBINE MERGE_DIRECT MERGE_FUSED MERGE_NAMES NATIVE_CONVERT
-NUM_HEADS NoVariantError ONCE_FALLBACK_TILE ONCE_GROUPS ONCE_OVERFLOW_LOG2 ONCE_OVERFLOW_LOG2_C
-ONCE_SCORES PACKED_ROW_BYTES PIN_BY_PLATFORM PLAIN_BLOCK_N PORTABLE PROBE_RUNS ProbeSizes
-Q8_AMAX_FLOOR Q8_PARTIALS_BLOCK QK_HEAD_DIM SCALED_NATIVE SCALED_SCORES SCALE_COLS SOURCE_ID
-TABLE_BEGIN TABLE_END TUNED TUNE_CASES TUNE_CASE_TIMING_S TUNE_CASE_WALL_S TUNE_LOG TUNE_ROUNDS
-TUNE_TOTAL_WALL_S V_HEAD_DIM Variant aiter_commit_found candidate_groups check_output check_sample
-choose combine_dims custom_kernel default_launch describe_choice error_summary fresh_tune_log gl
-gluon gluon_capable gluon_layout_problem kernel_times_us machine_lines machine_probes make_launch
-make_scratch measure_machine once_launch predicted_choice q8_edge_case q8_launches quantize_q_fp8
-quantize_q_reference ranked_candidates scaled_launch self_check source_id time_call_us tl torch
-triton tune_first_call tuning_report variants_for
-_AiterPlan _PLANS _TritonPlan _WARNED _arch _attention _bf16_bits _bf16_halves _cached_prediction
-_device_faulted _device_name _gluon_split_kernel _laid_out_like _launch_gluon _launch_kernel
-_launch_triton _marked _mla_combine_kernel _mxfp4_operands _needs_tuning _num_sms _one_stage_only
-_plan _platform _probe_chase_kernel _probe_copy_kernel _probe_empty_kernel _q_fp8_kernel
-_quantize_e4m3_blocks _quantize_fp8_per_tensor _run_choice _scale_f32 _synthetic_case
-_word_pairs_portable _words_to_bf16
+NUM_HEADS NUM_HEADS_C NoVariantError ONCE_FALLBACK_TILE ONCE_GROUPS ONCE_GROUPS_C ONCE_OVERFLOW_LOG2
+ONCE_OVERFLOW_LOG2_C ONCE_SCORES PACKED_ROW_BYTES PIN_BY_PLATFORM PLAIN_BLOCK_N PORTABLE PROBE_RUNS
+ProbeSizes Q8_AMAX_FLOOR Q8_PARTIALS_BLOCK QK_HEAD_DIM SCALED_NATIVE SCALED_SCORES SCALE_COLS
+SOURCE_ID TABLE_BEGIN TABLE_END TUNED TUNE_CASES TUNE_CASE_TIMING_S TUNE_CASE_WALL_S TUNE_LOG
+TUNE_ROUNDS TUNE_TOTAL_WALL_S V_DIM_C V_HEAD_DIM Variant aiter_commit_found candidate_groups
+check_output check_sample choose combine_dims custom_kernel default_launch describe_choice
+error_summary fresh_tune_log gl gluon gluon_capable gluon_layout_problem kernel_times_us
+machine_lines machine_probes make_launch make_scratch measure_machine once_launch predicted_choice
+q8_edge_case q8_launches quantize_q_fp8 quantize_q_reference ranked_candidates scaled_launch
+self_check source_id time_call_us tl torch triton tune_first_call tuning_report variants_for
+_AiterPlan _PLANS _TritonPlan _WARNED _arch _attention _bf16_bits _bf16_halves _bf16_split_kernel
+_cached_prediction _device_faulted _device_name _gluon_split_kernel _laid_out_like _launch_gluon
+_launch_kernel _launch_triton _load_q_padded _marked _mla_combine_kernel _mxfp4_operands
+_needs_tuning _num_sms _one_stage_only _plan _platform _probe_chase_kernel _probe_copy_kernel
+_probe_empty_kernel _q_fp8_kernel _quantize_e4m3_blocks _quantize_fp8_per_tensor _quantize_q
+_run_choice _scaled_split_kernel _scaled_tile_loads _split_range _synthetic_case _word_pairs_gfx950
+_word_pairs_portable _words_to_bf16 _write_result
 """.split())
 
 SCANNED = ("eval.py", "tools/*.py", "tests/*.py")
 MODULE_PARAMETERS = {"sub", "submission", "fresh_plans"}
-COPY_LOADERS = {"load_copy"}  # tools/proton_probe.py: imports an instrumented copy of submission.py
+COPY_LOADERS = {"load_copy"}  # tools/instrument.py: imports an instrumented copy of submission.py
+# Names tools/instrument.py adds to its copy (not submission.py's): their uses on a copy are not scanned.
+COPY_NAMES = frozenset({"PROBE_LAUNCHES", "_unprobed_launch_kernel"})
 STRING_ATTRIBUTE_CALLS = {"getattr", "hasattr", "setattr", "delattr"}
 
 
@@ -161,12 +164,17 @@ def scan():
     for path in scanned_files():
         for name, line in names_used(path.read_text(encoding="utf-8"), holders).items():
             found.setdefault(name, f"{path.relative_to(ROOT)}:{line}")
-    return found
+    return {name: where for name, where in found.items() if name not in COPY_NAMES}
 
 
 def test_every_declared_name_is_in_submission():
     missing = sorted(name for name in SURFACE if not hasattr(submission, name))
     assert not missing, f"declared in SURFACE but not in submission.py ({len(missing)}): {' '.join(missing)}"
+
+
+def test_the_copy_names_are_the_instrumented_copys_own():
+    instrument_source = (ROOT / "tools" / "instrument.py").read_text(encoding="utf-8")
+    assert all(f"\n{name} = " in instrument_source and not hasattr(submission, name) for name in COPY_NAMES)
 
 
 def test_every_name_used_is_declared():

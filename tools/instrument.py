@@ -642,7 +642,7 @@ def compile_split(module, variant, target_name, extra_options=None):
     target = compile_report.TARGETS[target_name][0]
     kernel, constants = launch_constants(module, variant)
     options = {key: constants.pop(key) for key in ("num_warps", "num_stages")}
-    signature = {name: {**compile_report.SPLIT_SIGNATURE, "probe_ptr": "*i64"}[name]
+    signature = {name: {**compile_report.SCALED_SIGNATURE, "probe_ptr": "*i64"}[name]
                  for name, param in zip(kernel.arg_names, kernel.params) if not param.is_constexpr}
     source = ASTSource(fn=kernel, signature=signature, constexprs=constants,
                        attrs=compile_report._attrs(kernel, signature, target.backend))
