@@ -11,8 +11,8 @@ outputs as every split kernel (_write_result: DIRECT, COMBINE, FUSED), so the co
 and the FUSED merge of submission.py finish it. Q is quantized as the SCALED family does
 (_quantize_q), whose bytes the checks compare with quantize_q_reference.
 
-What it does not twin: the Gluon kernel's LDS ring (the tile copied once and read as K and V);
-here each tile is loaded as the SCALED kernel loads it (_scaled_tile_loads), the same values.
+What it does not twin: the Gluon kernel's LDS ring; here each tile's bytes are loaded once into
+registers (_once_tile_loads) and read as K and, as int32 words, V.
 
 It lives in tests/ because no dispatch runs it: on gfx950 the ONCE family is the Gluon kernel
 (then the SCALED family), elsewhere the SCALED family (variants_for). It is built from
@@ -29,8 +29,30 @@ import triton
 import triton.language as tl
 
 import submission
-from submission import (NUM_HEADS_C, ONCE_GROUPS_C, ONCE_OVERFLOW_LOG2_C, V_DIM_C, _load_q_padded, _quantize_q,
-                        _scaled_tile_loads, _split_range, _words_to_bf16, _write_result)
+from submission import (NUM_HEADS_C, ONCE_GROUPS_C, ONCE_OVERFLOW_LOG2_C, ROPE_C, ROPE_PAD_BYTES_C, V_DIM_C,
+                        _load_q_padded, _quantize_q, _split_range, _tile_rows, _words_to_bf16, _write_result)
+
+
+@triton.jit
+def _once_tile_loads(kv_ptr, scale_ptr, tile_start, hi, kv_row_stride, scale_row_stride, BLOCK_N: tl.constexpr):
+    """The raw tile loaded once, as the Gluon kernel copies it: the value codes (BLOCK_N, 256)
+    bytes, the rope codes padded to 64 bytes with zeros, their scales (byte 127 in the
+    padding), rows at or past hi zeros; and the same value bytes as little-endian int32 words
+    for the values' conversion (the byte shifts are disjoint: the sum is an OR). One load of
+    the codes, not two: the H200 has no room for both tiles beside the batched dot."""
+    kv_rows, scale_rows = _tile_rows(kv_ptr, scale_ptr, tile_start, kv_row_stride, scale_row_stride, BLOCK_N)
+    rows_ok = (tile_start + tl.arange(0, BLOCK_N) < hi)[:, None]
+    rope_bytes = tl.arange(0, ROPE_PAD_BYTES_C)[None, :]
+    rope_blocks = tl.arange(0, ROPE_PAD_BYTES_C // 16)[None, :]
+    codes = tl.load(kv_rows + tl.arange(0, V_DIM_C // 2)[None, :], mask=rows_ok, other=0)
+    rope = tl.load(kv_rows + V_DIM_C // 2 + rope_bytes, mask=rows_ok & (rope_bytes < ROPE_C // 2), other=0)
+    scales = tl.load(scale_rows + tl.arange(0, V_DIM_C // 32)[None, :], mask=rows_ok, other=0)
+    rope_scales = tl.load(scale_rows + V_DIM_C // 32 + rope_blocks, mask=rows_ok & (rope_blocks < ROPE_C // 32),
+                          other=0)
+    rope_scales = tl.where(rope_blocks < ROPE_C // 32, rope_scales, 127)
+    words = tl.sum(tl.reshape(codes, (BLOCK_N, V_DIM_C // 8, 4)).to(tl.int32) << (8 * tl.arange(0, 4))[None, None, :],
+                   axis=2)
+    return codes, scales, words, rope, rope_scales
 
 
 @triton.jit
@@ -41,8 +63,8 @@ def _once_tile(q_ops, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride, scale_ro
     tile's maximum; -inf before one), m_true (the largest score), l_g (4, 16) += sum p and
     acc_g (4, 16, 512) += p @ v, p against m_ref (times 2^-LOG2_SHIFT[CONVERT])."""
     q8_nope, qs_nope, q8_rope, qs_rope = q_ops
-    k, k_scales, words, k_rope, k_rope_scales = _scaled_tile_loads(kv_ptr, None, scale_ptr, tile_start, hi,
-                                                                   kv_row_stride, scale_row_stride, BLOCK_N, True)
+    k, k_scales, words, k_rope, k_rope_scales = _once_tile_loads(kv_ptr, scale_ptr, tile_start, hi, kv_row_stride,
+                                                                 scale_row_stride, BLOCK_N)
     scores = tl.dot_scaled(q8_nope, qs_nope, "e4m3", tl.trans(k), k_scales, "e2m1")
     scores = tl.dot_scaled(q8_rope, qs_rope, "e4m3", tl.trans(k_rope), k_rope_scales, "e2m1", scores)
     scores = tl.where((tile_start + tl.arange(0, BLOCK_N) < hi)[None, :], scores, float("-inf"))

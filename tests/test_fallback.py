@@ -23,7 +23,7 @@ import triton.language as tl
 
 import once_twin
 import reference as ref
-from conftest import ROOT
+from conftest import ROOT, SMALL_BLOCK_N
 from test_kernel import emulated_scaled
 from submission import _bf16_bits, _bf16_halves, _quantize_e4m3_blocks, _word_pairs_portable
 
@@ -379,7 +379,7 @@ def test_a_variant_right_on_the_synthetic_input_but_wrong_on_the_real_one_falls_
             out.mul_(1.03)
 
     monkeypatch.setattr(sub, "_attention", wrong_on_real_input)
-    use_variants(sub, monkeypatch, lambda real: real[0]._replace(block_n=16))  # two forms everywhere
+    use_variants(sub, monkeypatch, lambda real: real[0]._replace(block_n=SMALL_BLOCK_N))  # two forms everywhere
     data = ref.generate_input(5, 1, 70, seed=56)
     with pytest.warns(RuntimeWarning, match="check of the first call's output"):
         out = sub.custom_kernel(data)
@@ -436,7 +436,7 @@ def test_errors_are_sorted_by_kind(sub, monkeypatch, error, faulted, propagates)
             return launch
 
     monkeypatch.setattr(sub, "_bf16_split_kernel", FirstVariantFails())
-    use_variants(sub, monkeypatch, lambda real: real[0]._replace(block_n=16))  # two forms everywhere
+    use_variants(sub, monkeypatch, lambda real: real[0]._replace(block_n=SMALL_BLOCK_N))  # two forms everywhere
     data = ref.generate_input(2, 1, 40, seed=58)
     if propagates is not None:
         with pytest.raises(propagates, match=r"custom_kernel: .* launching bf16 family"):

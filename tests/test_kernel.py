@@ -9,6 +9,7 @@ import torch
 
 import once_twin
 import reference as ref
+from conftest import SMALL_BLOCK_N
 
 CPU_CASES = [  # (batch, kv_len): a single token, odd lengths, a partial tile, several splits
     (2, 1), (3, 17), (2, 64), (2, 300), (4, 129),
@@ -190,12 +191,12 @@ def test_e8m0_bytes_0_and_255_as_the_reference(fresh_plans, monkeypatch, name):
 
 
 def test_tile_shapes_agree(fresh_plans, monkeypatch):
-    """The same answer from 16- and 64-token tiles (within rounding: the order of the
-    float32 sums differs)."""
+    """The same answer from small (SMALL_BLOCK_N) and 64-token tiles (within rounding: the
+    order of the float32 sums differs)."""
     data = ref.generate_input(2, 1, 150, seed=15)
     arch = fresh_plans._arch(data[0].device)
     outs = []
-    for block_n in (16, 64):
+    for block_n in (SMALL_BLOCK_N, 64):
         monkeypatch.setitem(fresh_plans.MEASURED_DISPATCH, arch, {(2, 150): ("triton", block_n, 4, 2, 1)})
         fresh_plans._PLANS.clear()
         outs.append(fresh_plans.custom_kernel(data).float())
@@ -233,7 +234,7 @@ def num_splits(request, fresh_plans, monkeypatch):
     """Run the test's (3, 40) case in one split (output written by the split kernel) and in
     four (two of them empty: the combine kernel merges)."""
     arch = fresh_plans._arch(_device())
-    monkeypatch.setitem(fresh_plans.MEASURED_DISPATCH, arch, {(3, 40): ("triton", 16, 4, request.param, 1)})
+    monkeypatch.setitem(fresh_plans.MEASURED_DISPATCH, arch, {(3, 40): ("triton", SMALL_BLOCK_N, 4, request.param, 1)})
     return request.param
 
 

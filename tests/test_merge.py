@@ -13,6 +13,7 @@ import torch
 
 import once_twin
 import reference as ref
+from conftest import SMALL_BLOCK_N
 from test_kernel import assert_matches_exact, emulated_scaled, last_plan
 
 MERGES = {"direct": 1, "combine": 4, "fused": 4}  # merge -> split count
@@ -39,11 +40,11 @@ def expected(sub, family, data):
 
 def test_each_merge_matches_exact_attention_with_empty_and_single_token_ranges(fresh_plans, monkeypatch, family,
                                                                                merge):
-    """Sequences of 40, 0, 1 and 33 tokens in 16-token tiles: with 4 splits, splits of one
+    """Sequences of 40, 0, 1 and 33 tokens in SMALL_BLOCK_N-token tiles: with 4 splits, splits of one
     tile, empty splits, a one-token split; the empty sequence gives zeros."""
     sub = fresh_plans
     merge_mode, splits = merge
-    use_launch(sub, monkeypatch, (4, 40), 16, splits, family, merge_mode)
+    use_launch(sub, monkeypatch, (4, 40), SMALL_BLOCK_N, splits, family, merge_mode)
     data = ref.generate_input(4, 1, 40, seed=71, kv_lens=[40, 0, 1, 33])
     out = sub.custom_kernel(data)
     plan = last_plan(sub)
@@ -59,7 +60,8 @@ def test_more_splits_than_the_combine_kernel_holds_at_once(fresh_plans, monkeypa
     whose splits are mostly empty."""
     sub = fresh_plans
     assert 64 > sub.COMBINE_MAX_CHUNK
-    use_launch(sub, monkeypatch, (2, 600), 16, 64, sub.BF16_SCORES, getattr(sub, f"MERGE_{merge_name.upper()}"))
+    merge = getattr(sub, f"MERGE_{merge_name.upper()}")
+    use_launch(sub, monkeypatch, (2, 600), SMALL_BLOCK_N, 64, sub.BF16_SCORES, merge)
     data = ref.generate_input(2, 1, 600, seed=72, kv_lens=[600, 17])
     assert_matches_exact(sub.custom_kernel(data), data)
 
@@ -72,7 +74,7 @@ def test_merge_holds_over_consecutive_calls_with_fresh_inputs(fresh_plans, monke
     (each call adds num_splits to each, so the last program of each is found again)."""
     sub = fresh_plans
     merge_mode = getattr(sub, f"MERGE_{merge_name.upper()}")
-    use_launch(sub, monkeypatch, (3, 50), 16, 4, family, merge_mode)
+    use_launch(sub, monkeypatch, (3, 50), SMALL_BLOCK_N, 4, family, merge_mode)
     plans = set()
     for call in range(5):
         lens = [[50, 0, 50], [50, 20, 30], [1, 49, 50], [50, 45, 5], [20, 50, 30]][call]  # longest 50, total 100
@@ -102,7 +104,7 @@ def test_fused_on_hip_waits_for_every_wave_and_stays_right(fresh_plans, monkeypa
         pytest.skip("the hip form's asm builds on AMD only")
     assert not sub.variants_for("sm_90", "cuda", 64, 4, 1, family, sub.MERGE_FUSED)[0].wave_fences
     monkeypatch.setattr(sub, "_platform", lambda device: "hip")
-    use_launch(sub, monkeypatch, (4, 40), 16, 4, family, sub.MERGE_FUSED)
+    use_launch(sub, monkeypatch, (4, 40), SMALL_BLOCK_N, 4, family, sub.MERGE_FUSED)
     data = ref.generate_input(4, 1, 40, seed=75, kv_lens=[40, 0, 1, 33])
     out = sub.custom_kernel(data)
     plan = last_plan(sub)
@@ -118,7 +120,7 @@ def test_an_invalid_range_is_nan_in_every_family_and_merge(fresh_plans, monkeypa
     others stay right; the SCALED family marks it exactly as the BF16 family does."""
     sub = fresh_plans
     merge_mode, splits = merge
-    use_launch(sub, monkeypatch, (3, 40), 16, splits, family, merge_mode)
+    use_launch(sub, monkeypatch, (3, 40), SMALL_BLOCK_N, splits, family, merge_mode)
     q, kv_data, qo_indptr, kv_indptr, config = ref.generate_input(3, 1, 40, seed=73)
     sub.custom_kernel((q, kv_data, qo_indptr, kv_indptr, config))
     bad = kv_indptr.clone()
@@ -137,7 +139,7 @@ def test_the_combine_kernel_in_half_rows(fresh_plans, monkeypatch, family):
     head's 512 output dims over two programs (combine_dims): the same answer."""
     sub = fresh_plans
     monkeypatch.setattr(sub, "_num_sms", lambda device: 10_000)
-    use_launch(sub, monkeypatch, (4, 40), 16, 4, family, sub.MERGE_COMBINE)
+    use_launch(sub, monkeypatch, (4, 40), SMALL_BLOCK_N, 4, family, sub.MERGE_COMBINE)
     data = ref.generate_input(4, 1, 40, seed=74, kv_lens=[40, 0, 1, 33])
     out = sub.custom_kernel(data)
     assert last_plan(sub).combine_dims == sub.COMBINE_DIMS_SPLIT < sub.V_HEAD_DIM
