@@ -12,7 +12,9 @@ and the FUSED merge of submission.py finish it. Q is quantized as the SCALED fam
 (_quantize_q), whose bytes the checks compare with quantize_q_reference.
 
 What it does not twin: the Gluon kernel's LDS ring; here each tile's bytes are loaded once into
-registers (_once_tile_loads) and read as K and, as int32 words, V.
+registers (_once_tile_loads) and read as K and, as int32 words, V. Launched at its variant's
+one stage (Triton's default of 3 on NVIDIA needs 237568 bytes of shared memory on the H200,
+over its 232448).
 
 It lives in tests/ because no dispatch runs it: on gfx950 the ONCE family is the Gluon kernel
 (then the SCALED family), elsewhere the SCALED family (variants_for). It is built from
@@ -143,7 +145,7 @@ def launch(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, sc
          scratch.qs, packed.shape[0], num_splits, q.stride(0), q.stride(1), packed.stride(0), scales.stride(0),
          qk_scale_log2, 2.0 ** submission.LOG2_SHIFT[variant.convert]),
         dict(BLOCK_N=variant.block_n, CONVERT=variant.convert, MERGE=variant.merge, WAVE_FENCES=variant.wave_fences,
-             num_warps=variant.num_warps), "ONCE twin: " + variant.describe())
+             num_warps=variant.num_warps, num_stages=variant.num_stages), "ONCE twin: " + variant.describe())
 
 
 def attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, sm_scale, dims):

@@ -116,6 +116,12 @@ def use_variants(sub, monkeypatch, first):
     monkeypatch.setattr(sub, "variants_for", lambda *args: [first(real(*args))] + real(*args))
 
 
+def another_tile(variant):
+    """`variant` in another small tile (SMALL_BLOCK_N, or twice that where it has that one): a
+    form of its own before the real ones."""
+    return variant._replace(block_n=SMALL_BLOCK_N if variant.block_n != SMALL_BLOCK_N else 2 * SMALL_BLOCK_N)
+
+
 def the_plan(sub):
     return next(iter(sub._PLANS.values()))
 
@@ -379,7 +385,7 @@ def test_a_variant_right_on_the_synthetic_input_but_wrong_on_the_real_one_falls_
             out.mul_(1.03)
 
     monkeypatch.setattr(sub, "_attention", wrong_on_real_input)
-    use_variants(sub, monkeypatch, lambda real: real[0]._replace(block_n=SMALL_BLOCK_N))  # two forms everywhere
+    use_variants(sub, monkeypatch, lambda real: another_tile(real[0]))  # two forms everywhere
     data = ref.generate_input(5, 1, 70, seed=56)
     with pytest.warns(RuntimeWarning, match="check of the first call's output"):
         out = sub.custom_kernel(data)
@@ -436,7 +442,7 @@ def test_errors_are_sorted_by_kind(sub, monkeypatch, error, faulted, propagates)
             return launch
 
     monkeypatch.setattr(sub, "_bf16_split_kernel", FirstVariantFails())
-    use_variants(sub, monkeypatch, lambda real: real[0]._replace(block_n=SMALL_BLOCK_N))  # two forms everywhere
+    use_variants(sub, monkeypatch, lambda real: another_tile(real[0]))  # two forms everywhere
     data = ref.generate_input(2, 1, 40, seed=58)
     if propagates is not None:
         with pytest.raises(propagates, match=r"custom_kernel: .* launching bf16 family"):

@@ -108,6 +108,7 @@ def custom_kernel(data):
 '''
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU's run (interpreter)")
 def test_profile_on_cpu_prints_the_report_as_text_and_writes_the_rows(harness_dir):  # noqa: F811
     """On a CPU without POPCORN_FD: the report as text only (no base64 line: that belongs to the
     protocol's fd), saying that kernel times need a GPU and how much of the call the CPU
@@ -167,6 +168,7 @@ def test_a_kernel_launched_twice_is_summed():
     assert phase_probe.kernel_sums_us(times, None, None) == {"_bf16_split_kernel": 6.5, "_mla_combine_kernel": 1.5}
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU's run (interpreter)")
 def test_phase_probe_on_cpu_probes_the_dispatched_variant_and_writes_the_records(fresh_plans, tmp_path, capsys):
     out = tmp_path / "probe.json"
     record, = phase_probe.main(["--cases", "2x100", "--runs", "1", "--json", str(out)])
