@@ -3056,13 +3056,19 @@ def check_indptr_values(qo_indptr, kv_indptr, total_kv):
                               f"kv_indptr[{i + 1}] = {kv[i + 1]}")
 
 
+def _kv_pair(kv_data, key, reader, pair):
+    """kv_data[key], which must be a pair (`reader`: the path that reads it, `pair`: what it holds)."""
+    entry = kv_data.get(key)
+    if entry is None:
+        _fail(ValueError, f"kv_data is missing key {key!r} ({reader})")
+    if not isinstance(entry, (tuple, list)) or len(entry) != 2:
+        _fail(TypeError, f"kv_data[{key!r}] must be the pair ({pair})")
+    return entry
+
+
 def _mxfp4_operands(kv_data, device):
     """kv_data['mxfp4'] -> (packed (total_kv, 1, 288), scales (rows, cols)), validated."""
-    entry = kv_data.get("mxfp4")
-    if entry is None:
-        _fail(ValueError, "kv_data is missing key 'mxfp4' (the Triton path reads the MXFP4 cache)")
-    if not isinstance(entry, (tuple, list)) or len(entry) != 2:
-        _fail(TypeError, "kv_data['mxfp4'] must be the pair (packed e2m1 data, e8m0 scales)")
+    entry = _kv_pair(kv_data, "mxfp4", "the Triton path reads the MXFP4 cache", "packed e2m1 data, e8m0 scales")
     packed = _tensor(entry[0], "kv_data['mxfp4'][0]", PACKED_DTYPES, 3)
     scales = _tensor(entry[1], "kv_data['mxfp4'][1]", SCALE_DTYPES, 2)
     total_kv = packed.shape[0]
@@ -3084,12 +3090,7 @@ def _word_aligned(packed):
 
 
 def _fp8_operands(kv_data, device):
-    entry = kv_data.get("fp8")
-    if entry is None:
-        _fail(ValueError, "kv_data is missing key 'fp8' (the aiter path reads the fp8 cache)")
-    if not isinstance(entry, (tuple, list)) or len(entry) != 2:
-        _fail(TypeError, "kv_data['fp8'] must be the pair (fp8 data, float32 scale)")
-    kv8, kv_scale = entry
+    kv8, kv_scale = _kv_pair(kv_data, "fp8", "the aiter path reads the fp8 cache", "fp8 data, float32 scale")
     if not isinstance(kv8, torch.Tensor) or kv8.dim() != 3 or kv8.shape[1] != 1 \
             or kv8.shape[2] != QK_HEAD_DIM or kv8.element_size() != 1:
         _fail(ValueError, f"kv_data['fp8'][0] must be an fp8 tensor (total_kv, 1, {QK_HEAD_DIM})")
