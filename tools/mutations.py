@@ -403,7 +403,7 @@ MUTATIONS = [
              "        loads = _scaled_tile_loads(kv_ptr, kv_words_ptr, scale_ptr, lo, hi, kv_row_stride, scale_row_stride,\n"
              "                                   BLOCK_N, True)",
              "        loads = _scaled_tile_loads(kv_ptr, kv_words_ptr, scale_ptr, lo, hi, kv_row_stride, scale_row_stride,\n"
-             "                                   BLOCK_N, False)", KERNEL + ["every_variant and scaled-portable-early and 300"]),
+             "                                   BLOCK_N, False)", KERNEL + ["every_variant and scaled-portable-early"]),
     # --- the machine probes (issue 30) ---
     mutation("probes: the HBM round trip with the launch left in",
              '                                      - figures.get("launch_us", 0.0)) / hops}',
