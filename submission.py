@@ -2,42 +2,24 @@
 #!POPCORN gpu MI355X
 """MLA decode (DeepSeek-R1 forward_absorb) on the MXFP4 KV cache, for the MI355X (gfx950).
 
-custom_kernel(data) -> (total_q, 16, 512) bf16 attention output; data is the runner's
-(q, kv_data, qo_indptr, kv_indptr, config). 16 query heads share one 576-wide latent KV
-head; the values are its first 512 dims. Each call: cheap validation, a plan looked up by
-shape, its launches.
+custom_kernel(data) -> (total_q, 16, 512) bf16 attention output; data is the runner's (q, kv_data, qo_indptr,
+kv_indptr, config). 16 query heads share one 576-wide latent KV head; the values are its first 512 dims.
 
 Contents, in the order of a gfx950 call:
-  1. custom_kernel and the dispatch    the choice per (batch, kv_len): the MEASURED DISPATCH
-                                       table, what first-call tuning measured, the prediction
-  2. first-call tuning                 the runner's untimed first call of a case times the
-                                       candidates, keeps the fastest, reports on stderr; the
-                                       machine probes (launch, copy, round trips) before it
-  3. plans                             kernel variants in fallback order (written once, in
-                                       variants_for), launch shapes, scratch, the first-use checks
-  4. the Gluon kernel (ONCE family)    gfx950: the raw tile copied to LDS once, read as K and V
-  5. the SCALED kernel                 Q to e4m3 in the kernel, scores on the scaled matrix
-                                       instructions, V converted by v_cvt_scalef32_pk_bf16_fp4;
-                                       the split-range, merge and result helpers every kernel
-                                       shares; the combine kernel
-  6. the portable fallback (BF16)      the tile converted once to bf16 for both dots, the
-                                       conversion in portable Triton (also NVIDIA's and a
-                                       CPU's path)
-  7. aiter                             fp8 Q + fp8 KV through aiter's persistent decode
-  8. validation                        bad input -> ValueError / TypeError naming the argument
-  9. checks                            each variant against float32 attention before first use
+  1. custom_kernel and the dispatch   validate, choose (measured table, first-call tuning, prediction), run a plan
+  2. first-call tuning                the runner's untimed first call times the candidates; the machine probes
+  3. plans                            variants in fallback order (variants_for), launch shapes, scratch, checks
+  4. the Gluon kernel (ONCE family)   gfx950: the raw tile copied to LDS once, read as K and V
+  5. the SCALED kernel                Q to e4m3, scaled-MFMA scores; shared helpers, combine kernel, launches per call
+  6. the portable fallback (BF16)     the tile converted once to bf16 for both dots (also NVIDIA's and a CPU's)
+  7. aiter                            fp8 Q + fp8 KV through aiter's persistent decode
+  8. validation                       bad input -> ValueError / TypeError naming the argument
+  9. checks                           each variant against float32 attention before first use; a failure falls back
 
-Launches per call (the MERGE of a plan): DIRECT (one split per sequence: the split kernel
-writes the output), COMBINE (split kernel, then the combine kernel), FUSED (one launch: the
-last program of a sequence merges its splits). Every kernel variant is built, launched and
-checked (a synthetic input laid out like the call's, then the call's own output) before its
-first use; a failure falls back to the next variant with one warning.
-
-Environment: MLA_PATH=triton|aiter forces a path, MLA_CONVERT=portable the portable
-conversion, MLA_GLUON=0 turns the Gluon kernel off, MLA_CHECK=1 checks the indptr values on
-every call, MLA_TUNE=0 turns first-call tuning off (1: also on a CPU), MLA_TABLE=0 ignores the
-table, MLA_PROBES=0 the machine probes. The names eval.py, tools/ and tests/ use are declared
-in tests/test_surface.py; docs/design.md explains the design.
+Environment: MLA_PATH=triton|aiter forces a path, MLA_CONVERT=portable the portable conversion,
+MLA_GLUON=0 turns the Gluon kernel off, MLA_CHECK=1 checks the indptr values on every call, MLA_TUNE=0
+turns first-call tuning off (1: also on a CPU), MLA_TABLE=0 ignores the table, MLA_PROBES=0 the machine
+probes. tests/test_surface.py declares the names eval.py, tools/ and tests/ use; docs/design.md the design.
 """
 import contextlib
 import functools
@@ -61,17 +43,16 @@ from task import input_t, output_t
 
 
 def _import_gluon():
-    """Triton's Gluon (triton.experimental.gluon) with the CDNA4 operations the gfx950 kernel
-    uses, or (None, why not): a Triton without them leaves every other path as it is."""
+    """(gluon, gluon.language, None) with the CDNA4 operations the Gluon kernel uses, else (None, None, why)."""
     try:
         from triton.experimental import gluon as gluon_module
         from triton.experimental.gluon import language as gluon_language
         cdna4 = gluon_language.amd.cdna4
-        needed = (cdna4.async_copy.buffer_load_to_shared, cdna4.async_copy.commit_group,
-                  cdna4.async_copy.wait_group, cdna4.async_copy.load_shared_relaxed, cdna4.mfma_scaled,
-                  cdna4.mfma, cdna4.buffer_load, cdna4.buffer_store, cdna4.get_mfma_scale_layout,
-                  gluon_language.amd.AMDMFMALayout, gluon_language.DistributedLinearLayout,
-                  gluon_language.SharedLinearLayout, gluon_language.SwizzledSharedLayout)
+        needed = (cdna4.async_copy.buffer_load_to_shared, cdna4.async_copy.commit_group, cdna4.async_copy.wait_group,
+                  cdna4.async_copy.load_shared_relaxed, cdna4.mfma_scaled, cdna4.mfma, cdna4.buffer_load,
+                  cdna4.buffer_store, cdna4.get_mfma_scale_layout, gluon_language.amd.AMDMFMALayout,
+                  gluon_language.DistributedLinearLayout, gluon_language.SharedLinearLayout,
+                  gluon_language.SwizzledSharedLayout)
         del needed
     except Exception as exc:  # noqa: BLE001 - any failure means no Gluon kernel
         return None, None, f"{type(exc).__name__}: {exc}"[:200]
@@ -90,44 +71,30 @@ WORD_BYTES = 4  # the kernels read the packed codes as int32 words: 8 codes, 1/4
 ROPE_PAD_BYTES = 64  # SCALED and ONCE: the 64 rope dims padded to 128 (the scaled instruction's K), as e2m1 pairs
 LOG2E = 1.4426950408889634
 
-CONFIG_EXPECTED = {"num_heads": NUM_HEADS, "num_kv_heads": 1, "qk_head_dim": QK_HEAD_DIM,
-                   "kv_lora_rank": V_HEAD_DIM, "qk_rope_head_dim": ROPE_DIM,
-                   "v_head_dim": V_HEAD_DIM, "q_seq_len": 1}
+CONFIG_EXPECTED = {"num_heads": NUM_HEADS, "num_kv_heads": 1, "qk_head_dim": QK_HEAD_DIM, "kv_lora_rank": V_HEAD_DIM,
+                   "qk_rope_head_dim": ROPE_DIM, "v_head_dim": V_HEAD_DIM, "q_seq_len": 1}
 
-# The e2m1 -> bf16 conversion (the kernels' CONVERT constexpr): gfx950's instruction, or
-# portable Triton (everywhere; what a native form falls back to). Each returns the values
-# times 2^-LOG2_SHIFT (an exact power of two that keeps the portable arithmetic in range).
+# The e2m1 -> bf16 conversion (CONVERT): gfx950's instruction, or portable Triton (the fallback).
 PORTABLE, GFX950 = 0, 2
 CONVERT_NAMES = {PORTABLE: "portable", GFX950: "gfx950"}
-LOG2_SHIFT = {PORTABLE: 14, GFX950: 0}
+LOG2_SHIFT = {PORTABLE: 14, GFX950: 0}  # it returns values x 2^-shift (keeps the portable arithmetic in range)
 MERGE_DIRECT, MERGE_COMBINE, MERGE_FUSED = 0, 1, 2
 MERGE_NAMES = {MERGE_DIRECT: "direct", MERGE_COMBINE: "combine", MERGE_FUSED: "fused"}
-# Kernel families (SCORES): BF16 converts each tile once to bf16 for both dots; SCALED
-# quantizes Q to e4m3 in the program itself and runs the scores on the scaled matrix
-# instructions, K never converted; ONCE is SCALED's arithmetic with the raw tile read once and
-# used twice (the Gluon kernel, gfx950 only; the SCALED family after it).
+# Kernel families (SCORES): BF16 converts each tile to bf16 for both dots; SCALED quantizes Q to
+# e4m3 and scores on the scaled MFMA, K never converted; ONCE: SCALED's, the tile read once (Gluon, gfx950).
 BF16_SCORES, SCALED_SCORES, ONCE_SCORES = 0, 1, 2
 FAMILY_NAMES = {BF16_SCORES: "bf16", SCALED_SCORES: "scaled", ONCE_SCORES: "once"}
-# ONCE: each of 4 token groups (the Gluon kernel's warps) takes p against its first valid
-# tile's maximum (no rescale in the loop); a later score above it by more than
-# 2^ONCE_OVERFLOW_LOG2 in p sends the program through its tiles again from the true maximum.
+# ONCE: each of 4 warps takes p against its first valid tile's maximum; a later p > 2^ONCE_OVERFLOW_LOG2: its tiles again
 ONCE_GROUPS = 4
 ONCE_OVERFLOW_LOG2 = 16.0
 COMBINE_MAX_CHUNK = 32  # splits the combine kernel holds in registers at once (a running rescale across chunks)
-# Output dims per combine program (grid (batch, 16, 512 / dims)): all 512 when batch x 16
-# programs fill the GPU, else 256 (results/h200_sweep_v8_combine_dims.json).
-COMBINE_DIMS_SPLIT = 256
+COMBINE_DIMS_SPLIT = 256  # dims per combine program, unless batch x 16 programs fill the GPU (then all 512)
 FUSED_MERGE_HEADS = 4  # heads the FUSED merge holds at once (8 or 16 spill the 8-warp SCALED form on gfx950)
 
 # Compile-time constants the kernels read as globals (Triton accepts tl.constexpr globals).
-NUM_HEADS_C = tl.constexpr(NUM_HEADS)
-QK_DIM_C = tl.constexpr(QK_HEAD_DIM)
-V_DIM_C = tl.constexpr(V_HEAD_DIM)
-ROPE_C = tl.constexpr(ROPE_DIM)
-SCALE_COLS_C = tl.constexpr(SCALE_COLS)
-ROPE_PAD_BYTES_C = tl.constexpr(ROPE_PAD_BYTES)
-ONCE_GROUPS_C = tl.constexpr(ONCE_GROUPS)
-ONCE_OVERFLOW_LOG2_C = tl.constexpr(ONCE_OVERFLOW_LOG2)
+NUM_HEADS_C, QK_DIM_C, V_DIM_C = tl.constexpr(NUM_HEADS), tl.constexpr(QK_HEAD_DIM), tl.constexpr(V_HEAD_DIM)
+ROPE_C, SCALE_COLS_C, ROPE_PAD_BYTES_C = tl.constexpr(ROPE_DIM), tl.constexpr(SCALE_COLS), tl.constexpr(ROPE_PAD_BYTES)
+ONCE_GROUPS_C, ONCE_OVERFLOW_LOG2_C = tl.constexpr(ONCE_GROUPS), tl.constexpr(ONCE_OVERFLOW_LOG2)
 FUSED_MERGE_HEADS_C = tl.constexpr(FUSED_MERGE_HEADS)
 PORTABLE_C, GFX950_C = tl.constexpr(PORTABLE), tl.constexpr(GFX950)
 DIRECT_C, FUSED_C = tl.constexpr(MERGE_DIRECT), tl.constexpr(MERGE_FUSED)
@@ -167,13 +134,11 @@ def _run_choice(choice, q, kv_data, qo_indptr, kv_indptr, batch, sm_scale):
         return plan.run(q, kv8, kv_scale, qo_indptr, kv_indptr, sm_scale), plan
     packed, scales = _mxfp4_operands(kv_data, device)
     if not _word_aligned(packed):
-        _warn_once("unaligned", "kv_data['mxfp4'][0] rows are not 4-byte aligned: copying them "
-                                "on every call (slow)")
+        _warn_once("unaligned", "kv_data['mxfp4'][0] rows are not 4-byte aligned: copying them on every call (slow)")
         packed = packed.contiguous() if packed.stride(0) % WORD_BYTES else packed.clone()
     launch = make_launch(*choice[1:])
     key = ("triton", batch, launch, packed.shape[0], device, sm_scale)
-    plan = _plan(key, lambda: _TritonPlan(batch, launch, device, sm_scale),
-                 qo_indptr, kv_indptr, packed.shape[0])
+    plan = _plan(key, lambda: _TritonPlan(batch, launch, device, sm_scale), qo_indptr, kv_indptr, packed.shape[0])
     return plan.run(q, packed, scales, qo_indptr, kv_indptr), plan
 
 
@@ -193,17 +158,13 @@ def _plan(key, factory, qo_indptr=None, kv_indptr=None, total_kv=None):
     return plan
 
 
-# A choice is ("aiter",) or ("triton", block_n, num_warps, num_splits, num_stages[, family[,
-# merge]]). `python eval.py tune` on a GPU times every candidate of every benchmark case
-# (checked first; unchecked candidates are never ranked) and rewrites the block below for that
-# GPU's architecture; `python eval.py ingest LOG` writes the runner's first-call measurements
-# into it. Cases missing from it follow first-call tuning, then predicted_choice.
+# A choice is ("aiter",) or ("triton", block_n, num_warps, num_splits, num_stages[, family[, merge]]). Written
+# by `eval.py tune` (timed on a GPU) or `eval.py ingest LOG` (the runner's first calls); else tuned or predicted.
 # --- BEGIN MEASURED DISPATCH ---
 MEASURED_DISPATCH = {}
 MEASURED_ON = {}
 # --- END MEASURED DISPATCH ---
-# The machine probes' figures per architecture (see "Machine probes"), kept here by `python
-# eval.py ingest LOG` from a runner's report for tools/latency_model.py; the submission reads none.
+# The machine probes' figures per architecture, kept by `eval.py ingest LOG` for tools/latency_model.py.
 # --- BEGIN MEASURED MACHINE ---
 MEASURED_MACHINE = {}
 MACHINE_ON = {}
@@ -213,15 +174,12 @@ PATHS = ("triton", "aiter")
 
 
 def choose(batch, kv_len, device):
-    """The choice for one case: MLA_PATH forces a path, else the measured table, else what
-    first-call tuning measured in this process (TUNED), else the prediction. aiter is only
-    ever chosen where it imports."""
+    """The choice for one case: MLA_PATH, else the measured table, else TUNED, else the prediction."""
     forced = os.environ.get("MLA_PATH")
     if forced is not None and forced not in PATHS:
         _fail(ValueError, f"MLA_PATH must be one of {PATHS}, got {forced!r}")
     if forced == "aiter" and AITER is None:
         _fail(ValueError, f"MLA_PATH=aiter but aiter is unavailable: {AITER_ERROR}")
-    num_sms = _num_sms(device)
     choice = None
     for known in (measured_table(device).get((batch, kv_len)), TUNED.get((_arch(device), batch, kv_len))):
         if choice is None and known is not None and (known[0] != "aiter" or AITER is not None):
@@ -231,7 +189,7 @@ def choose(batch, kv_len, device):
     if forced == "aiter":
         return ("aiter",)
     if forced == "triton" and choice[0] != "triton":
-        return ("triton", *default_launch(batch, kv_len, num_sms))
+        return ("triton", *default_launch(batch, kv_len, _num_sms(device)))
     if choice[0] != "triton":
         return choice
     launch = make_launch(*choice[1:])  # a table's 5-tuple gets the BF16 family and the default merge
@@ -242,17 +200,13 @@ def choose(batch, kv_len, device):
 
 @functools.lru_cache(maxsize=256)
 def _cached_prediction(batch, kv_len, device, failures_so_far):
-    """predicted_choice, once per case and device (failures_so_far: recomputed after a
-    variant fails, which can change it)."""
+    """predicted_choice, once per case and device (failures_so_far: recomputed after a variant fails)."""
     return predicted_choice(batch, kv_len, device, _num_sms(device))
 
 
 def predicted_choice(batch, kv_len, device, num_sms):
-    """The choice where nothing was measured (docs/performance.md has the model): on gfx950
-    the SCALED family (scaled_launch; it moves 306 bytes per token against aiter's 576). Where
-    its native form failed, the BF16 family, or aiter above 64k tokens in the batch when the
-    native conversion failed too (~5x the VALU: the seed's measured crossover). Elsewhere the
-    BF16 family in its portable form."""
+    """The choice where nothing was measured (docs/performance.md): gfx950: SCALED (306 bytes a token, aiter
+    576); where it failed, BF16, or aiter above 64k tokens once the native conversion failed too. Else BF16."""
     arch = _arch(device)
     launch = default_launch(batch, kv_len, num_sms)
     if arch in SCALED_NATIVE:
@@ -263,27 +217,23 @@ def predicted_choice(batch, kv_len, device, num_sms):
             return ("triton", *scaled)
     native = variants_for(arch, _platform(device), launch.block_n, launch.num_warps, launch.num_stages,
                           BF16_SCORES, launch.merge)[0]
-    if AITER is not None and (native.convert == PORTABLE or native in FAILED_VARIANTS) \
-            and batch * kv_len > 65536:
+    if AITER is not None and (native.convert == PORTABLE or native in FAILED_VARIANTS) and batch * kv_len > 65536:
         return ("aiter",)
     return ("triton", *launch)
 
 
 def measured_table(device):
-    """This architecture's measured choices; MLA_TABLE=0 ignores them (to measure what
-    first-call tuning finds without them)."""
+    """This architecture's measured choices; MLA_TABLE=0 ignores them."""
     return {} if os.environ.get("MLA_TABLE") == "0" else MEASURED_DISPATCH.get(_arch(device), {})
 
 
 def _platform(device):
-    if device.type != "cuda":
-        return "cpu"
-    return "hip" if torch.version.hip else "cuda"
+    return "cpu" if device.type != "cuda" else "hip" if torch.version.hip else "cuda"
 
 
 @functools.lru_cache(maxsize=None)
 def _arch(device):
-    """The device's architecture name (once per device: it sits on the dispatch path)."""
+    """The device's architecture name (cached: it sits on the dispatch path)."""
     if device.type != "cuda":
         return device.type
     if torch.version.hip:
@@ -298,26 +248,14 @@ def _num_sms(device):
 
 
 def _one_stage_only(device):
-    """AMD: Triton 3.6 rejects impure inline asm inside a pipelined loop (the BF16 family's
-    conversion, see NATIVE_CONVERT); the SCALED family's asm is pure and pipelines."""
+    """AMD: Triton 3.6 rejects impure inline asm (the BF16 family's conversion) in a pipelined loop."""
     return _platform(device) == "hip" or _arch(device).startswith("gfx")
-
 
 
 # =======================================================================================
 # 2. First-call tuning: measure the candidates on the machine itself
 # =======================================================================================
-# The runner makes one untimed, checked call per case before it times any, in one process
-# for all cases. Where the measured table lacks the case on a GPU, that call builds and checks
-# the case's candidates (candidate_groups, merged in turns by ranked_candidates; a candidate
-# whose own form failed a check and ran a fallback is dropped), times them as the runner does
-# (the last-level cache flushed, device events around the call), keeps the fastest for the
-# process and times the pick's kernels once. Each of TUNE_CASES cases gets TUNE_CASE_WALL_S
-# (TUNE_CASE_TIMING_S of it timed runs); a build that would pass it is skipped and reported.
-# aiter's first run (its JIT builds, ~220-245 s cold) is outside every budget: the reference
-# builds the same modules otherwise. The report (stderr, as each case is tuned) ends with a
-# MEASURED DISPATCH block that `python eval.py ingest LOG` writes into this file;
-# docs/design.md has the runner's time budget. MLA_TUNE=0 turns tuning off, 1 on a CPU too.
+# The runner's untimed first call of a case the table lacks times ranked_candidates, keeps the fastest (docs/design.md).
 TUNED = {}  # (arch, batch, kv_len) -> the fastest choice measured in this process
 TUNE_CASES = 8  # the leaderboard's benchmark cases: each gets an equal share of the budgets
 TUNE_CASE_WALL_S = 40.0  # one case's builds, checks, first runs, timed runs and kernel times
@@ -330,26 +268,21 @@ FLUSH_REPEATS = 4  # ~0.3 ms of GPU work queued ahead of the start event hides t
 
 
 def fresh_tune_log():
-    """An empty record of first-call tuning (TUNE_LOG): the report's header, the tuned
-    cases, the seconds spent, what was printed, aiter's build."""
+    """An empty record of first-call tuning (TUNE_LOG)."""
     return {"header": None, "cases": [], "spent_timing_s": 0.0, "spent_wall_s": 0.0, "printed": set(),
             "aiter_build": None, "build_estimate_s": 0.0, "machine": None}
 
 
 TUNE_LOG = fresh_tune_log()
 _FLUSH = {}
-# The markers of the MEASURED DISPATCH block (written in two parts so that only the block's
-# own lines contain them: SOURCE_ID cuts the file at the first of each).
-TABLE_BEGIN = "# --- BEGIN " + "MEASURED DISPATCH ---"
+TABLE_BEGIN = "# --- BEGIN " + "MEASURED DISPATCH ---"  # in two parts: only the blocks hold the markers
 TABLE_END = "# --- END " + "MEASURED DISPATCH ---"
-MACHINE_BEGIN = "# --- BEGIN " + "MEASURED MACHINE ---"  # the machine probes' block (beside it)
+MACHINE_BEGIN = "# --- BEGIN " + "MEASURED MACHINE ---"
 MACHINE_END = "# --- END " + "MEASURED MACHINE ---"
 
 
 def source_id(text):
-    """The first 12 hex digits of sha256 of a submission's text without its MEASURED
-    DISPATCH and MEASURED MACHINE blocks: the same for a file before and after they change,
-    different once its code changes (eval.py ingest compares it with the report's)."""
+    """sha256 (12 hex digits) of a submission's text without its MEASURED blocks (eval.py ingest compares it)."""
     for begin, end, line_end in ((TABLE_BEGIN, TABLE_END, ""), (MACHINE_BEGIN, MACHINE_END, "\n")):
         if begin in text and end in text:  # the machine block's newline too (eval.source_id)
             text = text.split(begin, 1)[0] + text.split(end, 1)[1].removeprefix(line_end)
@@ -357,11 +290,9 @@ def source_id(text):
 
 
 def _own_source_id():
-    try:
-        with open(__file__, encoding="utf-8") as source:
-            return source_id(source.read())
-    except OSError:
-        return "unknown"
+    with contextlib.suppress(OSError), open(__file__, encoding="utf-8") as source:
+        return source_id(source.read())
+    return "unknown"
 
 
 SOURCE_ID = _own_source_id()
@@ -380,53 +311,39 @@ def _needs_tuning(batch, kv_len, device):
 
 
 def _split_neighbours(launch, kv_len):
-    """launch at half, its own and twice its split count (at least one tile per split;
-    one split: the DIRECT merge), in that order of closeness: its own first."""
-    tiles = max(1, triton.cdiv(kv_len, launch.block_n))
+    """launch at its own, half and twice its split count, own first (at least one tile a split; one: DIRECT)."""
     counts = [launch.num_splits] + [n for n in (launch.num_splits // 2, launch.num_splits * 2)
-                                    if 1 <= n <= _pow2_floor(tiles)]
+                                    if 1 <= n <= _pow2_floor(max(1, triton.cdiv(kv_len, launch.block_n)))]
     return [("triton", *make_launch(*launch[:2], n, *launch[3:])) for n in counts]
 
 
 def candidate_groups(batch, kv_len, device):
-    """First-call tuning's candidates for one case, by family and merge -> [(name, [choices
-    closest first])].
-
-    gfx950 (the SCALED family's native form): the SCALED prediction and its split-count
-    neighbours; 64-token tiles at 2 stages and 1 where the grid is small (fewer than two
-    128-token tiles per CU); one split per sequence (DIRECT) where that fills the GPU; the
-    FUSED form of the prediction; one BF16-family launch (default_launch); where
-    gluon_capable, the ONCE family's Gluon kernel (once_launch), its split neighbours and its
-    FUSED form. Elsewhere the BF16 family (its portable form): the prediction and its
-    split-count neighbours, the other tile size (32 or 64) and its neighbours, DIRECT where it
-    fills the GPU, the FUSED forms of the prediction's group. aiter where it imports."""
+    """Tuning's candidates by family and merge -> [(name, [choices, closest first])] (docs/design.md)."""
     num_sms = _num_sms(device)
-    groups = []
-    if _arch(device) in SCALED_NATIVE:
-        main_launch = scaled_launch(batch, kv_len, num_sms)
-        main = _split_neighbours(main_launch, kv_len)
-        groups.append(("scaled", main))
-        if batch * triton.cdiv(kv_len, 128) < 2 * num_sms:
+    scaled = _arch(device) in SCALED_NATIVE
+    main_launch = (scaled_launch if scaled else default_launch)(batch, kv_len, num_sms)
+    main = _split_neighbours(main_launch, kv_len)
+    groups = [("scaled" if scaled else "bf16", main)]
+    if scaled:
+        if batch * triton.cdiv(kv_len, 128) < 2 * num_sms:  # fewer than two 128-token tiles per CU
             splits = _splits_for(batch, kv_len, 64, num_sms)
             groups.append(("scaled 64-token", [("triton", *make_launch(64, 4, splits, stages, SCALED_SCORES))
                                                for stages in (2, 1)]))
         groups.append(("bf16", [("triton", *default_launch(batch, kv_len, num_sms))]))
         fused_from = main[:1]
-        if gluon_capable(_arch(device)):  # the ONCE family's Gluon kernel, its split neighbours
+        if gluon_capable(_arch(device)):
             once = _split_neighbours(once_launch(batch, kv_len, num_sms), kv_len)
             groups.append(("once (Gluon)", once))
             fused_from = fused_from + once[:1]
     else:
-        main_launch = default_launch(batch, kv_len, num_sms)
-        main = _split_neighbours(main_launch, kv_len)
-        groups.append(("bf16", main))
         other_block_n = 32 if main_launch.block_n == 64 else 64
         other = make_launch(other_block_n, 4, _splits_for(batch, kv_len, other_block_n, num_sms))
         groups.append((f"bf16 {other_block_n}-token", _split_neighbours(other, kv_len)))
         fused_from = main
     if batch >= num_sms:  # one split per sequence fills the GPU
         groups.append(("direct", [("triton", *make_launch(*main_launch[:2], 1, *main_launch[3:5]))]))
-    fused = _fused_twins(fused_from)
+    fused = [("triton", *make_launch(*choice[1:6], MERGE_FUSED)) for choice in fused_from
+             if choice[0] == "triton" and make_launch(*choice[1:]).num_splits > 1]  # of several splits
     if fused:
         groups.append(("fused", fused))
     if AITER is not None:
@@ -435,10 +352,7 @@ def candidate_groups(batch, kv_len, device):
 
 
 def ranked_candidates(batch, kv_len, device):
-    """The choices first-call tuning builds and times for one case, in order: the
-    prediction, then candidate_groups' groups in turns (the first of every group, then the
-    second of every group, ...), so a budget that stops early has still seen every family
-    and merge once. No count cut: the case's budget decides how far the list gets."""
+    """The choices to time: the prediction, then candidate_groups' in turns (every group's first, ...)."""
     groups = candidate_groups(batch, kv_len, device)
     ordered = [predicted_choice(batch, kv_len, device, _num_sms(device))]
     for rank in range(max(len(choices) for _, choices in groups)):
@@ -446,28 +360,17 @@ def ranked_candidates(batch, kv_len, device):
     return list(dict.fromkeys(ordered))
 
 
-def _fused_twins(choices):
-    """The FUSED-merge form of each Triton choice of several splits."""
-    return [("triton", *make_launch(*choice[1:6], MERGE_FUSED)) for choice in choices
-            if choice[0] == "triton" and make_launch(*choice[1:]).num_splits > 1]
-
-
-def _flush_buffer(device):
-    if device not in _FLUSH:
-        _FLUSH[device] = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device=device)
-    return _FLUSH[device]
-
-
 def _queue_flush(device):
     """The cache flush queued ahead of a timed run, as the runner's calls have (a GPU only)."""
     if device.type == "cuda":
+        if device not in _FLUSH:
+            _FLUSH[device] = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device=device)
         for value in range(FLUSH_REPEATS):
-            _flush_buffer(device).fill_(value)
+            _FLUSH[device].fill_(value)
 
 
 def time_call_us(run, device):
-    """One timed run as the runner times it: the cache flush queued, device events around
-    the call, no synchronization before the start -> microseconds. On a CPU: wall clock."""
+    """One run's microseconds as the runner times it: flush queued, events around, no sync first (CPU: wall clock)."""
     _queue_flush(device)
     start, end = _event(device), _event(device)
     start.record()
@@ -479,9 +382,8 @@ def time_call_us(run, device):
 
 
 def kernel_times_us(run, device):
-    """[(kernel, us)] of one run, in launch order, after the cache flush: device events around
-    each launch (_LAUNCH_MARKS; on a CPU the interpreter's host clock), each aiter call one span.
-    Not torch.profiler: over ROCm's profiler it has hung on gfx950 (vllm issue 54087)."""
+    """[(kernel, us)] of one run after the flush, in launch order: events around each launch (_LAUNCH_MARKS; an
+    aiter call: one span; a CPU: host clock). Not torch.profiler: it has hung on gfx950 (docs/design.md)."""
     global _LAUNCH_MARKS
     _queue_flush(device)
     _LAUNCH_MARKS = marks = []
@@ -495,8 +397,7 @@ def kernel_times_us(run, device):
 
 
 def describe_choice(choice):
-    """A choice in the report's words: 'aiter', or the Triton launch's family, tile, warps,
-    splits, stages and merge (e.g. 'scaled t128 w8 s4 st2 combine')."""
+    """A choice in the report's words: 'aiter' or e.g. 'scaled t128 w8 s4 st2 combine'."""
     if choice[0] == "aiter":
         return "aiter"
     launch = make_launch(*choice[1:])
@@ -510,12 +411,8 @@ def _fatal(exc, device):
 
 
 def _build_aiter(run_choice, clock, device):
-    """aiter's first run in this process, outside every tuning budget: its JIT builds
-    (module_mla_metadata, module_mla_asm, module_mla_reduce: ~220 s on a cold runner, which
-    the reference's first call would spend otherwise). -> whether it ran; if it failed,
-    aiter is disabled for the process (one warning) and the report says why."""
-    start = clock()
-    error = None
+    """aiter's first run (its JIT builds), outside every budget -> whether it ran (else aiter is off)."""
+    start, error = clock(), None
     try:
         run_choice(("aiter",))
     except Exception as exc:  # noqa: BLE001 - aiter is a library outside our tests: any failure
@@ -530,19 +427,9 @@ def _build_aiter(run_choice, clock, device):
 
 def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, timer=time_call_us,
                     profiler=kernel_times_us):
-    """Time the ranked candidates of one case within the case's budget and record the
-    fastest in TUNED.
-
-    run_choice(choice) runs the call in that choice (building and checking its plan on
-    first use) and returns the plan (None for aiter); timer(run, device) -> microseconds of
-    one run; profiler(run, device) -> [(kernel, us)]; clock() -> seconds (all injectable
-    for tests). aiter's first run in the process comes first, outside the budget
-    (_build_aiter). A candidate that fails to build, launch or pass its checks -- or whose
-    own form failed and a fallback ran instead -- is reported, never picked; one whose build
-    would pass the case's share of wall time is skipped and reported. Our own host-side
-    bugs, out-of-memory errors and device faults propagate.
-    """
-    arch = _arch(device)
+    """Time one case's ranked candidates within its budget; the fastest to TUNED -> the pick. run_choice(choice)
+    -> the plan (None for aiter); timer(run, device) -> us; profiler(run, device) -> [(kernel, us)]; clock() -> s.
+    A candidate that fails, or ran a fallback, is reported, never picked; OOM, device faults and our bugs raise."""
     _log_header(device)
     candidates = ranked_candidates(batch, kv_len, device)
     entry = {"case": (batch, kv_len), "tried": [], "failed": [], "skipped": [], "pick": None,
@@ -550,16 +437,11 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
     if ("aiter",) in candidates and TUNE_LOG["aiter_build"] is None and not _build_aiter(run_choice, clock, device):
         candidates.remove(("aiter",))
         entry["failed"].append((("aiter",), TUNE_LOG["aiter_build"]["error"]))
-    wall_start = clock()
-    checks_before = len(CHECK_LOG)
-    budget_s = TUNE_CASE_WALL_S
-    if len(TUNE_LOG["cases"]) >= TUNE_CASES:  # past the leaderboard's cases: what the total has left
-        budget_s = min(budget_s, TUNE_TOTAL_WALL_S - TUNE_LOG["spent_wall_s"])
-    entry["budget_s"] = budget_s
+    wall_start, checks_before = clock(), len(CHECK_LOG)
+    entry["budget_s"] = budget_s = TUNE_CASE_WALL_S if len(TUNE_LOG["cases"]) < TUNE_CASES else \
+        min(TUNE_CASE_WALL_S, TUNE_TOTAL_WALL_S - TUNE_LOG["spent_wall_s"])  # past the 8 cases: what is left
     alive = []
     for choice in candidates:
-        # a build that would pass the case's share is skipped; aiter's builds were done (its
-        # first run) before the case's clock started: its candidate is a plain call
         if alive and choice != ("aiter",) and \
                 clock() - wall_start + TUNE_LOG["build_estimate_s"] > budget_s - TUNE_CASE_TIMING_S:
             entry["skipped"].append(choice)
@@ -567,11 +449,9 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
         start = clock()
         try:
             plan = run_choice(choice)  # build, checks, first run: untimed
-        except Exception as exc:  # noqa: BLE001 - sorted below: only a candidate's own failure is caught
+        except Exception as exc:  # noqa: BLE001 - caught: every Triton form failed, or aiter in any way
             if _fatal(exc, device) or not (choice[0] == "aiter" or isinstance(exc, NoVariantError)):
                 raise
-            # every Triton form of the candidate failed, or aiter failed in any way (a
-            # library outside our tests: its API may have moved)
             entry["failed"].append((choice, error_summary(exc)[:200]))
             continue
         finally:
@@ -585,8 +465,7 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
             continue
         entry["ran"][choice] = plan.variant.describe() if variants else None
         alive.append([choice, []])
-    timed = list(alive)  # every candidate that ran, with its times; `alive` shrinks
-    timing_start = clock()
+    timed, timing_start = list(alive), clock()  # every candidate that ran, with its times; `alive` shrinks
     for round_index in range(TUNE_ROUNDS):
         for candidate in alive:
             candidate[1].append(timer(lambda: _run_as_ranked(run_choice, candidate[0]), device))
@@ -601,7 +480,7 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
     if measured:
         entry["pick"] = min(measured)[1]
         entry["pick_us"] = min(measured)[0]
-        TUNED[(arch, batch, kv_len)] = entry["pick"]
+        TUNED[(_arch(device), batch, kv_len)] = entry["pick"]
         try:
             entry["kernels"] = profiler(lambda: run_choice(entry["pick"]), device)
         except Exception as exc:  # noqa: BLE001 - best effort: the report says why, the call goes on
@@ -617,10 +496,7 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
 
 
 def _run_as_ranked(run_choice, choice):
-    """One run of `choice` for first-call tuning's timing, as the ranked (leaderboard) mode
-    runs it: there every timed call gets a fresh input, so an aiter plan rebuilds its
-    metadata (get_mla_metadata_v1) on every call, which a reused input would skip. Triton
-    plans keep nothing from the data: the same run either way."""
+    """One run of `choice` as the ranked mode runs it: a fresh input, so aiter rebuilds its metadata."""
     if choice[0] == "aiter":
         for plan in _PLANS.values():
             if isinstance(plan, _AiterPlan):
@@ -636,18 +512,13 @@ def _log_header(device):
         name = _device_name(device)
         TUNE_LOG["header"] = (f"architecture {_arch(device)}, {name}, torch {torch.__version__}, "
                               f"triton {triton.__version__}, {aiter_state}, source {SOURCE_ID}")
-        TUNE_LOG["arch"], TUNE_LOG["device"] = _arch(device), name
-        TUNE_LOG["kernel_timer"] = kernel_timer_name(device)
+        timer_name = "device events around each launch" if device.type == "cuda" else "host clock, interpreter"
+        TUNE_LOG.update(arch=_arch(device), device=name, kernel_timer=timer_name)
         TUNE_LOG["machine"] = machine_probes(device)
 
 
 def _device_name(device):
     return torch.cuda.get_device_name(device) if device.type == "cuda" else f"{device.type} (interpreter)"
-
-
-def kernel_timer_name(device):
-    """How kernel_times_us times the pick's kernels here, in the report's words."""
-    return "device events around each launch" if device.type == "cuda" else "host clock, interpreter"
 
 
 def _case_lines(entry):
@@ -676,8 +547,7 @@ def _case_lines(entry):
 
 
 def measured_block():
-    """This process's tuned choices as a MEASURED DISPATCH block, in the format eval.py
-    writes (ready to paste; `python eval.py ingest` reads it from a log)."""
+    """This process's tuned choices as a MEASURED DISPATCH block, in eval.py's format (`ingest` reads it)."""
     by_arch = {}
     for entry in TUNE_LOG["cases"]:
         if entry["pick"] is not None:
@@ -690,13 +560,11 @@ def measured_block():
         lines += [f"        {case!r}: {choice!r},  # {us:.1f} us" for case, (choice, us) in sorted(cases.items())]
         lines.append("    },")
     lines += ["}", "MEASURED_ON = {"] + [f"    {arch!r}: {provenance!r}," for arch in sorted(by_arch)]
-    lines += ["}", TABLE_END]
-    return "\n".join(lines)
+    return "\n".join(lines + ["}", TABLE_END])
 
 
 def _header_lines():
-    """The report's lines before the cases: the title with the versions, aiter's build,
-    each kernel variant that failed."""
+    """The report's lines before the cases: the title with the versions, aiter's build, failed variants."""
     lines = ["submission: first-call tuning (MLA_TUNE=0 turns it off; a candidate reads: family tTILE "
              "wWARPS sSPLITS stSTAGES merge): " + TUNE_LOG["header"]]
     build = TUNE_LOG["aiter_build"]
@@ -707,41 +575,25 @@ def _header_lines():
 
 
 def tuning_report():
-    """The report of this process's first-call tuning: architecture, versions (aiter's
-    commit as found) and this file's source id, aiter's build seconds, each kernel variant
-    that failed, per case the pick (and the form that ran), every candidate's time, the
-    pick's kernels, the failed and skipped candidates and the seconds spent, then
-    the MEASURED DISPATCH block to paste."""
+    """This process's first-call tuning report (docs/design.md, "The report"); "" before any."""
     if TUNE_LOG["header"] is None:
         return ""
     lines = _header_lines() + (machine_lines(TUNE_LOG["machine"]) if TUNE_LOG["machine"] else [])
-    for entry in TUNE_LOG["cases"]:
-        lines += _case_lines(entry)
+    lines += [line for entry in TUNE_LOG["cases"] for line in _case_lines(entry)]
     lines.append(f"  spent: timed runs {TUNE_LOG['spent_timing_s']:.2f} s (at most {TUNE_CASE_TIMING_S} s a case), "
                  f"everything {TUNE_LOG['spent_wall_s']:.1f} s (at most {TUNE_CASE_WALL_S:.0f} s a case)")
     return "\n".join(lines + [measured_block()])
 
 
 def _print_report(entry):
-    """Print, as each case is tuned (a pool worker may be terminated without running
-    atexit): the header lines not printed yet, the case's lines, then the whole MEASURED
-    DISPATCH block so far (the last one printed holds every case)."""
+    """Print the new header lines, the case's and the block so far (a pool worker may end without atexit)."""
     fresh = [line for line in _header_lines() if line not in TUNE_LOG["printed"]]
     TUNE_LOG["printed"].update(fresh)
     print("\n".join(fresh + _case_lines(entry) + [measured_block()]), file=sys.stderr, flush=True)
 
 
-
-# --- Machine probes: the GPU's own parameters, measured once per process -------------
-# The latency model's MI355X figures (tools/latency_model.py) are predictions until the
-# runner measures them: the first tuning call of a process on a GPU runs these probes before
-# its first case (MLA_PROBES=0: off), each timed as the runner times a call, within
-# PROBE_BUDGET_S, builds included: an empty launch and two back to back, a 1 GiB copy, one
-# lane's dependent-load chase through cold HBM lines and around an L2-sized cycle, the same
-# by returning device-scope atomics, and the driver's figures. Each chase checks where it
-# ended. The report prints them with a MEASURED MACHINE block for `python eval.py ingest`
-# and `python eval.py model` (docs/harness.md, "The machine probes", says what each line is).
-PROBE_BUDGET_S = 2.0
+# --- Machine probes: the GPU's own parameters for tools/latency_model.py (docs/harness.md) -------------
+PROBE_BUDGET_S = 2.0  # all probes' wall time, builds included, at the first tuning call of a process on a GPU
 PROBE_RUNS = 5
 COPY_BLOCK = 8192  # int32 words one program of the copy moves
 MACHINE = {}  # device -> its probes' record: measured once per process
@@ -763,11 +615,9 @@ def _probe_empty_kernel():
 
 @triton.jit(do_not_specialize=["start", "hops", "atomic", "increment", "words_mask"])
 def _probe_chase_kernel(next_ptr, end_ptr, start, hops, atomic, increment, words_mask):
-    """One program: `hops` dependent reads of next_ptr (words_mask + 1 int32 words, a power
-    of two, holding word indices; each read at the index the previous one returned, from
-    `start`, masked so that no value can address outside), as loads or (atomic != 0) as
-    returning device-scope atomic adds of `increment` (0 at run time, so the chain stays; a
-    literal 0 lets the compiler turn the atomic into a load); the last index to end_ptr[0]."""
+    """One program: `hops` dependent reads of next_ptr (words_mask + 1 int32 word indices), each at the
+    index the previous returned (from `start`, masked), as loads or (atomic != 0) device-scope atomic
+    adds of `increment` (0 at run time: a literal 0 becomes a load); the last index to end_ptr[0]."""
     index = start
     for _ in range(hops):
         if atomic != 0:
@@ -785,9 +635,7 @@ def _probe_copy_kernel(src_ptr, dst_ptr, BLOCK: tl.constexpr):
 
 
 def _chase_chain(region_bytes, line_bytes, count, device):
-    """A random cycle through `count` distinct lines of an int32 region (a fixed seed) ->
-    (the region, each visited line's first word holding the next line's word index; the
-    visit order, word indices, on the host)."""
+    """(int32 region, order): `count` random lines (seed 7) whose first words hold the next's index, a cycle."""
     stride = line_bytes // 4
     order = torch.randperm(region_bytes // line_bytes, generator=torch.Generator().manual_seed(7))[:count] * stride
     region = torch.empty(region_bytes // 4, dtype=torch.int32, device=device)
@@ -796,15 +644,13 @@ def _chase_chain(region_bytes, line_bytes, count, device):
 
 
 def _median_us(run, device, timer, first_run):
-    """first_run(run): run() once untimed (its build; what it leaves in the caches is flushed
-    before each timed run), then the median of PROBE_RUNS timed runs."""
+    """run() once untimed through first_run (its build), then the median of PROBE_RUNS timed runs."""
     first_run(run)
     return sorted(timer(run, device) for _ in range(PROBE_RUNS))[PROBE_RUNS // 2]
 
 
 def _chase_us(chain, hops, atomic, device, timer, first_run):
-    """The median time of a chase of `hops` reads (loads, or atomics) around chain's cycle,
-    checked to end where the cycle says."""
+    """The median time of a chase of `hops` reads around chain's cycle, checked to end where it should."""
     region, order = chain
     end = torch.empty(1, dtype=torch.int32, device=device)
     us = _median_us(lambda: _probe_chase_kernel[(1,)](region, end, order[0], hops, atomic, 0, region.numel() - 1,
@@ -815,18 +661,15 @@ def _chase_us(chain, hops, atomic, device, timer, first_run):
 
 
 def _probe_steps(device, sizes, timer, figures, first_run):
-    """(name, kernel, run) of each probe in order; run() -> its figures (it may read the
-    earlier ones in `figures`). Each runs its kernel once untimed first (first_run: its build
-    where `kernel` is not built yet)."""
+    """(name, kernel, run) of each probe in order; run() -> its figures (reading earlier `figures`)."""
     def launches(count):
         return _median_us(lambda: [_probe_empty_kernel[(1,)]() for _ in range(count)], device, timer, first_run)
 
     def copy():
         src = torch.empty(sizes.copy_bytes // 4, dtype=torch.int32, device=device)
         dst = torch.empty_like(src)
-
-        def run():
-            _probe_copy_kernel[(src.numel() // COPY_BLOCK,)](src, dst, BLOCK=COPY_BLOCK, num_warps=8)
+        run = functools.partial(_probe_copy_kernel[(src.numel() // COPY_BLOCK,)], src, dst, BLOCK=COPY_BLOCK,
+                                num_warps=8)
         first_run(run)
         best_us = min(timer(run, device) for _ in range(PROBE_RUNS))
         if not torch.equal(src, dst):
@@ -851,9 +694,7 @@ def _probe_steps(device, sizes, timer, figures, first_run):
 
 
 def driver_figures(device):
-    """What the driver reports: CUs (SMs), the clock, the memory clock and bus width
-    (Triton's driver utilities), the XCD count where torch's device properties have one
-    (None: not reported)."""
+    """The driver's CUs, clocks, memory bus width and (where torch has it; else None) XCD count."""
     props = torch.cuda.get_device_properties(device)
     found = {"units": props.multi_processor_count, "clock_mhz": None, "memory_clock_mhz": None,
              "memory_bus_bits": None, "xcds": None}
@@ -862,18 +703,14 @@ def driver_figures(device):
         found.update(clock_mhz=utils["sm_clock_rate"] / 1e3, memory_clock_mhz=utils["mem_clock_rate"] / 1e3,
                      memory_bus_bits=utils["mem_bus_width"])
     named = [name for name in dir(props) if "xcd" in name.lower() or "xcc" in name.lower()]
-    if named:
-        found["xcds"] = getattr(props, named[0])
+    found["xcds"] = getattr(props, named[0]) if named else None
     return found
 
 
 def measure_machine(device, sizes=ProbeSizes(), clock=time.perf_counter, timer=time_call_us, driver=driver_figures):
-    """Run the probes (_probe_steps) within PROBE_BUDGET_S -> {"arch", "device", "figures",
-    "skipped", "failed", "wall_s"}. A probe after the first (which carries the process's
-    first Triton launch) is skipped when the seconds spent plus its estimate would pass the
-    budget: the longest probe since without its untimed first runs, plus the longest such
-    first run (a build) where its kernel is not built yet. One that raises (a build, a wrong
-    end; not out of memory or a device fault) is reported failed and the others go on."""
+    """Run the probes within PROBE_BUDGET_S -> {"arch", "device", "figures", "skipped", "failed", "wall_s"}.
+    A probe after the first is skipped where the time spent plus its estimate (the longest probe so far less
+    its first runs, plus the longest first run if its kernel is unbuilt) would pass the budget."""
     record = {"arch": _arch(device), "device": _device_name(device), "figures": dict(driver(device)),
               "skipped": [], "failed": []}
     first_runs_s = []
@@ -905,8 +742,7 @@ def measure_machine(device, sizes=ProbeSizes(), clock=time.perf_counter, timer=t
 
 
 def machine_probes(device):
-    """This process's probes of `device`: measured, and their lines printed, on the first
-    call (on a GPU, unless MLA_PROBES=0); the same record after."""
+    """This process's probes of `device`: measured (a GPU, unless MLA_PROBES=0) and printed once."""
     if device not in MACHINE:
         if os.environ.get("MLA_PROBES") == "0" or device.type != "cuda":
             why = "off (MLA_PROBES=0)" if device.type == "cuda" else \
@@ -919,8 +755,7 @@ def machine_probes(device):
 
 
 def machine_lines(record):
-    """The report's lines of the probes: a title, a line per figure, the seconds spent, and
-    with any figure the MEASURED MACHINE block."""
+    """The report's lines of the probes: a title, the figures, the seconds, the MEASURED MACHINE block."""
     title = ("submission: machine probes (once per process, before tuning; each timed as the runner times a "
              f"call: cache flush queued, events around the launches): {record['device']}, architecture "
              f"{record['arch']}, source {SOURCE_ID}")
@@ -946,8 +781,7 @@ def machine_lines(record):
 
 
 def machine_block(record):
-    """The probes' figures as a MEASURED MACHINE block, in the format `python eval.py ingest`
-    keeps (4-5 significant digits)."""
+    """The probes' figures (5 significant digits) as a MEASURED MACHINE block, in eval.py's format."""
     provenance = (f"{record['device']}, torch {torch.__version__}, triton {triton.__version__}, "
                   f"{time.strftime('%Y-%m-%d')}: machine probes, source {SOURCE_ID}")
     figures = {**record["figures"], "probes_wall_s": record["wall_s"]}
