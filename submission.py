@@ -806,21 +806,17 @@ class Variant(NamedTuple):
     split_tail: bool = False  # full tiles unmasked, then one masked tail (see _split_tiles)
     scores: int = 0  # BF16_SCORES (the converted tile in bf16 dots), SCALED_SCORES or ONCE_SCORES
     merge: int = 1  # MERGE_DIRECT, MERGE_COMBINE or MERGE_FUSED
-    wave_fences: bool = False  # FUSED on AMD: every wave waits for its stores before the release, invalidates before the merge
+    wave_fences: bool = False  # FUSED, AMD: waves wait for their stores before the release, invalidate before the merge
     early_tile: bool = False  # SCALED: the first tile's loads before Q is quantized (EARLY_TILE)
     gluon: bool = False  # the ONCE family's Gluon kernel (_gluon_split_kernel, gfx950)
 
     def describe(self):
+        flags = ((self.split_tail, "unmasked full tiles + masked tail"), (self.gluon, "Gluon kernel"),
+                 (self.wave_fences, "fences in every wave"), (self.early_tile, "first tile early"))
         return (f"{FAMILY_NAMES.get(self.scores, self.scores)} family, "
                 f"{CONVERT_NAMES.get(self.convert, self.convert)} conversion, {self.block_n}-token tiles, "
                 f"{self.num_warps} warps, {self.num_stages} stage(s), merge {MERGE_NAMES.get(self.merge, self.merge)}"
-                f"{', unmasked full tiles + masked tail' if self.split_tail else ''}"
-                f"{', Gluon kernel' if self.gluon else ''}"
-                f"{', fences in every wave' if self.wave_fences else ''}"
-                f"{', first tile early' if self.early_tile else ''}")
-
-
-_WARNED = set()
+                + "".join(f", {text}" for wanted, text in flags if wanted))
 
 
 def _warn_once(key, message):
@@ -829,65 +825,39 @@ def _warn_once(key, message):
         warnings.warn(f"submission: {message}", RuntimeWarning, stacklevel=3)
 
 
-# The native conversion of each architecture; everything else runs the portable one. On hip,
-# Triton 3.6 rejects impure inline asm inside a pipelined loop (num_stages >= 2), so the BF16
-# family runs one stage there; the SCALED family's asm is pure and pipelines.
+# Native conversions (else portable); on hip the BF16 family runs 1 stage (Triton 3.6: no impure asm pipelined).
 NATIVE_CONVERT = {"gfx950": GFX950}
-# Conversions whose loop runs full tiles unmasked and then a masked tail (SPLIT_TAIL): the
-# gfx950 one (1.97 instead of 2.6 VALU lane-ops per element); elsewhere a second copy of
-# the tile code spills.
-SPLIT_TAIL_CONVERTS = {GFX950}
+SPLIT_TAIL_CONVERTS = {GFX950}  # unmasked full tiles + a masked tail (elsewhere the second tile copy spills)
 PIN_BY_PLATFORM = {"cpu": 0, "cuda": 0, "hip": 1}  # the portable conversion's register pin (_pin)
 PLAIN_BLOCK_N = 16  # spill-free without the pin (32 spills on gfx950, triton 3.6); self_check guards it
-# The SCALED family's native form exists on gfx950 only; elsewhere it runs its portable twin.
-SCALED_NATIVE = {"gfx950": GFX950}
-# The BF16 family's launch a scaled plan falls back to when no scaled variant runs.
-SCALED_FALLBACK_TILE = (64, 4, 1)  # block_n, num_warps, num_stages
-# The SCALED family's launch the ONCE family falls back to (its large-case form).
-ONCE_FALLBACK_TILE = (128, 8, 2)  # block_n, num_warps, num_stages
+SCALED_NATIVE = {"gfx950": GFX950}  # the SCALED family's native form (elsewhere its portable twin)
+SCALED_FALLBACK_TILE = (64, 4, 1)  # (block_n, num_warps, num_stages): the BF16 launch SCALED falls back to
+ONCE_FALLBACK_TILE = (128, 8, 2)  # (block_n, num_warps, num_stages): the SCALED launch ONCE falls back to
+FAILED_VARIANTS = set()  # variants that failed to build, fit or launch, or failed a check, in this process
+_WARNED = set()  # the keys _warn_once has warned for
+CHECK_LOG = []  # (variant, what, seconds, verdict) of every check this process ran
 
 
 def gluon_capable(arch):
-    """The ONCE family's Gluon kernel can run: Gluon imports with the CDNA4 operations it uses
-    (GLUON_ERROR says why not), the architecture is gfx950, and neither MLA_GLUON=0 nor
-    MLA_CONVERT=portable turns it off. Elsewhere an ONCE choice runs the SCALED family."""
+    """The Gluon kernel can run: Gluon imports (else GLUON_ERROR), gfx950, not MLA_GLUON=0 or MLA_CONVERT=portable."""
     return (gl is not None and arch == "gfx950" and os.environ.get("MLA_GLUON") != "0"
             and os.environ.get("MLA_CONVERT") != "portable")
 
 
 def early_tile(block_n, num_stages):
-    """SCALED: whether a form issues its first tile's loads before Q is quantized (the
-    kernel's EARLY_TILE): where the registers allow. A 2-stage 128-token loop sits at 256
-    VGPRs and spills 12-16 more with the first tile outside it (Triton 3.6.0, gfx950); every
-    other form builds spill-free with it (docs/performance.md, v11)."""
+    """SCALED: whether a form loads its first tile before Q is quantized (EARLY_TILE): where it does not spill."""
     return block_n * num_stages <= 128
 
 
-# Variants that failed to build, fit or launch, or failed a check, in this process.
-FAILED_VARIANTS = set()
-
-
 def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_SCORES, merge=MERGE_COMBINE):
-    """The split kernel's variants for one launch, in the order they are tried: the fallback
-    order, written here once.
-
-    ONCE family: the Gluon kernel (gfx950 where gluon_capable, 128-token tiles, 4 warps), then
-    the SCALED family's order at ONCE_FALLBACK_TILE (elsewhere that order alone). SCALED
-    family: the scaled kernel with the native conversion for the values (gfx950) or the
-    portable one, then the same at one stage, then the BF16 family's order at
-    SCALED_FALLBACK_TILE. BF16 family: the native conversion first (where the architecture
-    has one), then the portable one with the register pin, and on hip, where inline asm has
-    failed to build before (Triton 3.6's pipeliner), the portable one without any asm in
-    PLAIN_BLOCK_N-token tiles: the plainest form, slow but spill-free. A FUSED merge is tried
-    in the first form only; every form after it merges with the combine kernel (the
-    two-launch form is its fallback); on hip it fences in every wave (wave_fences).
-    """
+    """The split kernel's variants for one launch, in fallback order. ONCE: Gluon (gluon_capable), then SCALED at
+    ONCE_FALLBACK_TILE. SCALED: native or portable, then at one stage, then BF16 at SCALED_FALLBACK_TILE. BF16:
+    native, portable + pin, on hip portable without asm (PLAIN_BLOCK_N). FUSED: the first form only, then COMBINE."""
     merge_after = MERGE_COMBINE if merge == MERGE_FUSED else merge
     portable_only = os.environ.get("MLA_CONVERT") == "portable"
     if scores == ONCE_SCORES:
-        order = []
-        if gluon_capable(arch) and (block_n, num_warps) == (GL_BLOCK_N, GL_NUM_WARPS):
-            order.append(Variant(GFX950, 0, block_n, num_warps, 1, False, ONCE_SCORES, gluon=True))
+        gluon = gluon_capable(arch) and (block_n, num_warps) == (GL_BLOCK_N, GL_NUM_WARPS)
+        order = [Variant(GFX950, 0, block_n, num_warps, 1, False, ONCE_SCORES, gluon=True)] if gluon else []
         order += variants_for(arch, platform, *ONCE_FALLBACK_TILE, SCALED_SCORES, merge_after)
     elif scores == SCALED_SCORES:
         convert = PORTABLE if portable_only else SCALED_NATIVE.get(arch, PORTABLE)
@@ -910,8 +880,7 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_S
 
 
 class SplitLaunch(NamedTuple):
-    """How one (batch, kv_len) is cut up: tile shape, programs per sequence, pipelining,
-    kernel family and merge (make_launch checks and completes one)."""
+    """How one (batch, kv_len) is cut up: tile, programs per sequence, stages, family, merge (see make_launch)."""
     block_n: int
     num_warps: int
     num_splits: int  # programs per sequence (a power of two)
@@ -926,11 +895,7 @@ class SplitLaunch(NamedTuple):
 
 @functools.lru_cache(maxsize=256)
 def make_launch(*fields):
-    """SplitLaunch(block_n, num_warps, num_splits[, num_stages[, scores[, merge]]]) from a
-    choice's fields, checked: powers of two, a known family, and the merge that fits the split
-    count (DIRECT for one split, else COMBINE unless FUSED is asked for). ValueError names
-    the fields otherwise. Cached: choose() and the call path ask it for the same fields on
-    every call."""
+    """SplitLaunch(*fields), checked (else ValueError), its merge fitted: DIRECT for 1 split, COMBINE unless FUSED."""
     launch = SplitLaunch(*fields)
     bad = [name for name in ("block_n", "num_warps", "num_splits", "num_stages")
            if not isinstance(getattr(launch, name), int) or getattr(launch, name) < 1]
@@ -942,9 +907,7 @@ def make_launch(*fields):
                           f"first three; got {tuple(fields)} (bad: {', '.join(bad) or 'family or merge'})")
     if launch.num_splits == 1:
         return launch._replace(merge=MERGE_DIRECT)
-    if launch.merge == MERGE_DIRECT:
-        return launch._replace(merge=MERGE_COMBINE)
-    return launch
+    return launch._replace(merge=MERGE_COMBINE) if launch.merge == MERGE_DIRECT else launch
 
 
 def _pow2_floor(value):
@@ -952,58 +915,43 @@ def _pow2_floor(value):
 
 
 def _splits_for(batch, kv_len, block_n, num_sms, programs_per_sm=2):
-    """Splits per sequence: about programs_per_sm programs per SM (a power of two) and at
-    least two tiles per split. Every launch's rule."""
+    """Splits per sequence (a power of two), every launch's rule: ~programs_per_sm per SM, >= 2 tiles each."""
     tiles = max(1, triton.cdiv(kv_len, block_n))
     return min(_pow2_floor(triton.cdiv(programs_per_sm * num_sms, batch)), _pow2_floor(tiles // 2))
 
 
 def scaled_launch(batch, kv_len, num_sms):
-    """The SCALED family's launch: 128-token tiles, 8 warps, 2 stages where the grid has at
-    least two tiles per CU (the next tile's loads in flight during this tile's matrix
-    instructions), else 64-token tiles with 4 warps and 2 stages, programs enough to fill
-    the CUs, the first tile's loads issued before Q is quantized (docs/performance.md, v11)."""
+    """The SCALED launch: 2 stages; 128-token tiles, 8 warps at >= 2 tiles a CU, else 64, 4 (docs/performance.md)."""
     if batch * triton.cdiv(kv_len, 128) >= 2 * num_sms:
         return make_launch(128, 8, _splits_for(batch, kv_len, 128, num_sms), 2, SCALED_SCORES)
     return make_launch(64, 4, _splits_for(batch, kv_len, 64, num_sms), 2, SCALED_SCORES)
 
 
 def once_launch(batch, kv_len, num_sms):
-    """The ONCE family's launch: 128-token tiles and 4 warps (the Gluon kernel's form), about
-    one program per CU (its 132 KB ring of LDS tiles lets one workgroup per CU run) and at
-    least two tiles per split (the copies run two tiles ahead). A first-call tuning candidate
-    of the family is ("triton", *once_launch(...)), or the same with other split counts."""
+    """The ONCE launch: the Gluon tile, ~1 program per CU (its 132 KB LDS ring: 1 workgroup a CU), >= 2 tiles each."""
     return make_launch(GL_BLOCK_N, GL_NUM_WARPS, _splits_for(batch, kv_len, GL_BLOCK_N, num_sms, 1), 1, ONCE_SCORES)
 
 
 def default_launch(batch, kv_len, num_sms):
-    """64-token tiles with 4 warps when there are at least as many as SMs, else 32-token
-    tiles; about two programs per SM (a power of two) and at least two tiles per split.
-    Not 16: 16-token tiles gave wrong answers on the H200 in earlier conversions, which
-    self_check caught."""
+    """64-token tiles, 4 warps at >= 1 tile per SM, else 32 (16 failed self_check on the H200); ~2 programs per SM."""
     block_n = 64 if batch * triton.cdiv(kv_len, 64) >= num_sms else 32
     return make_launch(block_n, 4, _splits_for(batch, kv_len, block_n, num_sms))
 
 
 class KernelLaunchError(RuntimeError):
-    """A kernel variant failed to build, to fit (out of resources) or to launch, with the
-    device still usable (the compiler's or the driver's error is the __cause__)."""
+    """A variant failed to build, fit or launch, the device still usable (the error is the __cause__)."""
 
 
 class SelfCheckError(ArithmeticError):
-    """A kernel variant built and ran but disagreed with float32 attention (self_check on
-    the synthetic input, or the check of the first call's real input)."""
+    """A variant ran but disagreed with float32 attention (self_check, or the first call's check)."""
 
 
 def error_summary(exc):
-    """One line for a warning or the report: the exception's type, and its innermost
-    cause's type and last informative line (a Triton compile error's text ends with the
-    source and a caret under it; the reason is its cause's)."""
+    """One line for a warning or the report: the type, the innermost cause's type and last non-caret line."""
     inner = exc
     while inner.__cause__ is not None:
         inner = inner.__cause__
-    lines = [line.strip() for line in str(inner).splitlines() if line.strip().strip("^")]
-    text = lines[-1] if lines else ""
+    text = ([line.strip() for line in str(inner).splitlines() if line.strip().strip("^")] or [""])[-1]
     return f"{type(exc).__name__}: " + (f"{type(inner).__name__}: {text}" if inner is not exc else text)
 
 
@@ -1012,27 +960,22 @@ class NoVariantError(RuntimeError):
 
 
 def _device_faulted(device):
-    """True when the device is unusable (a fault in an earlier kernel: illegal address,
-    illegal instruction...): synchronizing raises then."""
-    if device.type != "cuda":
-        return False
-    try:
-        torch.cuda.synchronize(device)
-    except RuntimeError:
-        return True
+    """True when an earlier kernel faulted the device (illegal address...): synchronizing raises then."""
+    if device.type == "cuda":
+        try:
+            torch.cuda.synchronize(device)
+        except RuntimeError:
+            return True
     return False
 
 
-# The directories of Triton's compiler and its backends (the AMD linker runs from there as
-# a subprocess): an exception raised inside them, of any type, is a failure to build.
-_TOOLCHAIN_DIRS = tuple(os.path.join(os.path.dirname(triton.__file__), name) + os.sep
-                        for name in ("compiler", "backends"))
+# Triton's compiler and backends (the AMD linker runs from there): any exception raised in them is a build failure.
+_TOOLCHAIN_DIRS = tuple(os.path.join(os.path.dirname(triton.__file__), name, "") for name in ("compiler", "backends"))
+_LAUNCH_MARKS = None  # (what, start, end) events of every launch while kernel_times_us sets it to a list
 
 
 def _raised_by_toolchain(exc):
-    """True when `exc` was raised inside Triton's compiler or one of its backends (an
-    AssertionError of a backend pass, a CalledProcessError of the linker...): the kernel
-    failed to build, whatever the exception's type."""
+    """True when `exc` was raised inside _TOOLCHAIN_DIRS (a pass's assertion, the linker's error...)."""
     frame = exc.__traceback__
     while frame is not None:
         if frame.tb_frame.f_code.co_filename.startswith(_TOOLCHAIN_DIRS):
@@ -1041,17 +984,9 @@ def _raised_by_toolchain(exc):
     return False
 
 
-# While a list (kernel_times_us sets it), every launch records a device event before and
-# after it: (what, start event, end event). None on every ordinary call.
-_LAUNCH_MARKS = None
-
-
 class _HostEvent:
-    """torch.cuda.Event's record / elapsed_time on the host clock, for a CPU (the
-    interpreter runs each launch synchronously)."""
-
-    def __init__(self):
-        self.seconds = None
+    """torch.cuda.Event's record / elapsed_time (ms) on the host clock, for the (synchronous) interpreter."""
+    seconds = None
 
     def record(self):
         self.seconds = time.perf_counter()
@@ -1066,8 +1001,7 @@ def _event(device):
 
 @contextlib.contextmanager
 def _marked(name, device):
-    """Records (name, start, end) events around the block into _LAUNCH_MARKS, when it is
-    a list; nothing otherwise."""
+    """Appends (name, start, end) events around the block to _LAUNCH_MARKS when it is a list."""
     marks = _LAUNCH_MARKS
     if marks is None:
         yield
@@ -1086,17 +1020,8 @@ def _kernel_name(kernel):
 
 
 def _launch_kernel(kernel, grid, args, constants, what):
-    """kernel[grid](*args, **constants), with failures sorted by kind (`what`: the kernel
-    variant's description, for the messages):
-    - Triton's own errors (compile errors, out of resources, ptxas, the interpreter running
-      the kernel body), any exception raised inside Triton's compiler or backends (an
-      assertion of a pass, the linker's CalledProcessError: _raised_by_toolchain) and
-      runtime errors, each with the device still usable (the driver refused the launch, a
-      backend pass failed), become KernelLaunchError: the plan falls back;
-    - torch.OutOfMemoryError and errors after which the device has faulted propagate, with
-      the variant named: no fallback can run on a dead context;
-    - anything else (TypeError, KeyError...: our own host-side code) propagates as is.
-    """
+    """kernel[grid](*args, **constants); `what` names the variant in errors. Triton's, its toolchain's and runtime
+    errors become KernelLaunchError (fall back); out of memory, a faulted device and host-side bugs propagate."""
     device = args[0].device
     try:
         with _marked(_LAUNCH_MARKS is not None and _kernel_name(kernel), device):
@@ -1113,8 +1038,7 @@ def _launch_kernel(kernel, grid, args, constants, what):
 
 
 class Scratch(NamedTuple):
-    """A plan's device buffers (one element each when unused): float32 partials, the FUSED
-    merge's finished-split counters (zero at allocation), the SCALED and ONCE families' Q bytes."""
+    """A plan's device buffers (one element when unused): partials, FUSED's counters (zeroed), SCALED/ONCE Q bytes."""
     part_acc: torch.Tensor  # (batch, num_splits, 16, 512) float32
     part_ml: torch.Tensor  # (batch, num_splits, 2, 16) float32
     count: torch.Tensor  # (batch,) int32
@@ -1138,18 +1062,14 @@ def make_scratch(batch, num_splits, device, variants):
 
 
 def combine_dims(batch, num_sms):
-    """Output dims per combine program (a constexpr of the combine kernel: a plan fixes it
-    from its real batch, and its self-check launches the same)."""
+    """Output dims per combine program (a constexpr: fixed by the plan's batch, its self-check's too)."""
     return V_HEAD_DIM if batch * NUM_HEADS >= num_sms else COMBINE_DIMS_SPLIT
 
 
 def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, sm_scale, dims):
-    """One call in one variant: the split kernel (grid num_splits x batch) and, when the
-    variant merges with the combine kernel, that kernel (grid batch x 16 x 512 / dims).
-    packed / scales are the uint8 views."""
+    """One call in one variant (packed / scales: uint8 views): the split kernel, then for MERGE_COMBINE the combine."""
     batch = out.shape[0]
-    shift = 2.0 ** (0 if variant.scores != BF16_SCORES else LOG2_SHIFT[variant.convert])
-    qk_scale_log2 = sm_scale * LOG2E * shift
+    qk_scale_log2 = sm_scale * LOG2E * 2.0 ** (0 if variant.scores != BF16_SCORES else LOG2_SHIFT[variant.convert])
     value_scale = 2.0 ** LOG2_SHIFT[variant.convert]
     if variant.gluon:
         _launch_gluon(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2)
@@ -1162,16 +1082,11 @@ def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out
                        dict(CHUNK=min(num_splits, COMBINE_MAX_CHUNK), DIMS=dims, num_warps=4), variant.describe())
 
 
-CHECK_LOG = []  # (variant, what, seconds, verdict) of every check this process ran
-
-
 class _TritonPlan:
-    """Everything that depends on the shapes and layouts of one call, never on its data:
-    the launch, the variants in fallback order, the chosen one, the scratch buffers."""
+    """What depends on one call's shapes, never its data: launch, variants in fallback order, chosen one, scratch."""
 
     def __init__(self, batch, launch, device, sm_scale):
-        self.batch, self.device, self.sm_scale = batch, device, sm_scale
-        self.launch = launch
+        self.batch, self.device, self.sm_scale, self.launch = batch, device, sm_scale, launch
         self.variants = variants_for(_arch(device), _platform(device), launch.block_n, launch.num_warps,
                                      launch.num_stages, launch.scores, launch.merge)
         self.variant = None  # chosen on the first run
@@ -1190,10 +1105,7 @@ class _TritonPlan:
             raise SelfCheckError(f"wrong answers on the {what}: {verdict}")
 
     def _first_run(self, args):
-        """Try the variants in order: the first that builds, launches, passes self_check on
-        the synthetic input and then the check of this call's own output (on
-        check_sample's sequences) is used from now on; each failure is one warning and the
-        next variant runs (on this call's input again), all failing a NoVariantError."""
+        """Keep the first variant passing self_check and this output's check (failures warn; all: NoVariantError)."""
         q, packed, scales, qo_indptr, kv_indptr, out = args
         for variant in self.variants:
             if variant in FAILED_VARIANTS:
@@ -1235,52 +1147,32 @@ class _TritonPlan:
         return out
 
 
-
 # =======================================================================================
 # 4. The gfx950 split kernel in Gluon (ONCE family): the raw tile copied to LDS once, read as K and V
 # =======================================================================================
-# One program per (split, sequence), grid (num_splits, batch), 4 warps, 128-token tiles, the
-# same partials and outputs as the SCALED kernel (DIRECT, COMBINE, FUSED; the combine kernel
-# and the checks are shared). Per tile, in LDS (a ring of 3, 44 KB each, one workgroup per CU):
-#   codes (128, 256) bytes  the value dims' e2m1 pairs             copied 16 B per lane
-#   rope  (128, 64) bytes   32 rope bytes + 32 bytes never used    (the scaled MFMA's K is 128 dims)
-#   scale (128, 8) words    the row's 18 scale bytes (words 0..4; 5..7 never read)
-# each row's 16-, 16- and 8-byte units XOR-permuted by the row (GL_*_ROW_XOR), read through
-# views that undo it, so that no LDS read of the loop has a bank conflict.
-# The pipeline, iteration i (one s_barrier, the wait that lets tile i + 1 stay in flight):
-#   wait tile i | copy tile i + 2 (global -> LDS, async) | scores of tile i: mfma_scaled(e4m3 Q
-#   from registers, e2m1 K from the LDS codes) | softmax of each warp's own 32 tokens | values:
-#   the LDS codes re-read as words (a lane: 8 tokens x one 16-byte block), converted in
-#   registers (v_cvt_scalef32_pk_bf16_fp4 with the token's block scale), bf16 MFMA; nothing
-#   converted is written back to LDS.
-# Warp w owns tokens 16w + j and 64 + 16w + j (j < 16) of every tile (the scores' MFMA layout)
-# and keeps its own m, l and 16 x 512 accumulator: no cross-warp traffic in the loop; the four
-# merge after it. The probabilities are taken against a reference fixed per warp and head, the
-# first valid tile's maximum, so the accumulator is never rescaled in the loop (it stays in
-# AGPRs, where the MFMAs write it); a later score above it by more than 2^ONCE_OVERFLOW_LOG2 in
-# p sends the program through its tiles again from the true maximum (tests/once_twin.py
-# computes the same data flow in standard Triton, for the interpreter and the H200).
-# Every global access is a buffer operation: Q, indptr, partials and outputs by construction
-# in range (the grid); the tile copies stop at the sequence's range, which _split_bounds' rule
-# keeps inside total_kv rows, and the scale words at scale_words (the buffer's extent); an
-# offset past the buffer reads zero instead of faulting.
+# One program per (split, sequence), grid (num_splits, batch), 4 warps, 128-token tiles; SCALED's partials/outputs.
+# LDS ring of 3 tiles (44 KB each: one workgroup per CU): codes (128, 256) B, rope (128, 64) B (32 used), scales
+# (128, 8) words (0..4 used); row t's units XOR-permuted by t (GL_*_ROW_XOR): no bank conflicts (docs/design.md).
+# Iteration i (one s_barrier; tile i + 1 stays in flight):
+#   wait tile i | copy tile i + 2 (async, global -> LDS) | S = mfma_scaled(Q e4m3 registers, K e2m1 LDS codes)
+#   | softmax, each warp its own 32 tokens | V: LDS codes as words -> bf16 in registers -> bf16 MFMA
+# Warp w owns tokens 16w + j, 64 + 16w + j (j < 16) with its own m, l, 16 x 512 accumulator (merged after the
+# loop); p against the first valid tile's maximum (no rescale), all tiles again from the true maximum past
+# 2^ONCE_OVERFLOW_LOG2 (twin: tests/once_twin.py). Every global access is a buffer op (out of range: zeros).
 GL_BLOCK_N = 128
 GL_NUM_WARPS = 4
+GLUON_INT32_BYTES = 1 << 31  # buffer offsets are 32-bit: every tensor the Gluon kernel reads or writes is smaller
 GL_OUT_DIMS = tl.constexpr(128)  # output dims per accumulator chunk (4 chunks: word q of each 16-byte block)
-# How the ring's rows are permuted in LDS, so that the reads' lanes spread over the banks: in
-# row t of a tile, unit u (16 B of codes, 16 B of rope, 8 B of scales) is stored at unit
-# u ^ xor(t), xor(t) = XOR of ROW_XOR[i] over the set bits i of t (t mod 16). Codes: the K read's
-# 16 lanes are 16 rows at one unit and the V read's 16 lanes one row's 16 units; the rope and
-# scale reads' lanes are 16 rows. Each table is conflict-free for every read of its buffer in
-# every bank model of tools/lds_banks.py (32 banks in CK's lane groups, 64 banks).
+# Row t's unit u (16 B codes, 16 B rope, 8 B scales) is stored at u ^ xor(t), xor(t) = XOR of ROW_XOR[i] over
+# the set bits i of t mod 16: no read conflicts in any bank model of tools/lds_banks.py. *_PACKED: 4 bits an entry.
 GL_CODE_ROW_XOR = (2, 4, 8, 1)  # xor(t) = t rotated left by 1 in 4 bits
 GL_ROPE_ROW_XOR = (0, 1, 2, 1)
 GL_SCALE_ROW_XOR = (0, 0, 1, 2, 0, 0, 2)  # the V scales' transposing read pairs rows t and t + 64
-
-
+GL_CODE_ROW_XOR_PACKED, GL_ROPE_ROW_XOR_PACKED, GL_SCALE_ROW_XOR_PACKED = (
+    tl.constexpr(sum(entry << (4 * index) for index, entry in enumerate(table)))
+    for table in (GL_CODE_ROW_XOR, GL_ROPE_ROW_XOR, GL_SCALE_ROW_XOR))
 GL_MERGE_SPLITS = tl.constexpr(4)  # splits the FUSED merge loads at once (4 x 32 floats per lane)
-# FUSED's release in wave 0 only: the first lane's workgroup lane index ($2, 0..255) is 0 in wave
-# 0 alone; the other waves branch over the write-back ($1: a scalar scratch register).
+# FUSED's release in wave 0 only (first lane's index $2 is 0 there); other waves branch over it ($1: an SGPR).
 GL_RELEASE_IN_WAVE_0 = tl.constexpr("""
         v_readfirstlane_b32 $1, $2
         s_cmp_lg_u32 $1, 0
@@ -1291,28 +1183,17 @@ GL_RELEASE_IN_WAVE_0 = tl.constexpr("""
         """)
 
 
-def _packed_row_xor(row_xor):
-    """A ROW_XOR table as the Gluon kernel's constexpr: entry i in bits 4i .. 4i + 3."""
-    return sum(entry << (4 * index) for index, entry in enumerate(row_xor))
-
-
-GL_CODE_ROW_XOR_PACKED, GL_ROPE_ROW_XOR_PACKED, GL_SCALE_ROW_XOR_PACKED = (
-    tl.constexpr(_packed_row_xor(table)) for table in (GL_CODE_ROW_XOR, GL_ROPE_ROW_XOR, GL_SCALE_ROW_XOR))
-
-
 def _row_swizzled_bases(unit_elements, units, rows, row_xor):
-    """A SharedLinearLayout's offset bases for a (rows, units x unit_elements) tile stored with
-    row t's unit u at unit u ^ xor(t) (row_xor): offset bit -> the logical (row, column) it adds."""
+    """SharedLinearLayout bases (offset bit -> logical (row, column)) of a (rows, units x unit_elements) tile whose
+    row t's unit u is stored at u ^ xor(t) (row_xor)."""
     bases = [[0, 1 << bit] for bit in range(unit_elements.bit_length() - 1)]
     bases += [[0, unit_elements << bit] for bit in range(units.bit_length() - 1)]
     return bases + [[1 << bit, unit_elements * (row_xor[bit] if bit < len(row_xor) else 0)]
                     for bit in range(rows.bit_length() - 1)]
 
 
-
 if gl is not None:
-    # the copies' offset layouts (each warp writes LDS contiguously: a copy instruction has one LDS
-    # address per warp): codes 16 B per lane, rope 16 B, scale words 4 B
+    # the copies' layouts (a copy instruction has one LDS address per warp): codes, rope 16 B a lane, scales 4 B
     GL_CODE_L = gl.constexpr(gl.BlockedLayout([1, 16], [4, 16], [4, 1], [1, 0]))
     GL_ROPE_L = gl.constexpr(gl.BlockedLayout([1, 16], [16, 4], [4, 1], [1, 0]))
     GL_SCALE_L = gl.constexpr(gl.BlockedLayout([1, 1], [8, 8], [4, 1], [1, 0]))
@@ -1330,18 +1211,11 @@ if gl is not None:
         reg_bases=[[1, 0], [2, 0], [64, 0]], lane_bases=[[0, 1], [0, 2], [0, 4], [0, 8], [4, 0], [8, 0]],
         warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[GL_BLOCK_N, 16]))
     GL_ROW = gl.constexpr(gl.SliceLayout(2, GL_MMA_V.value))  # per (warp, head)
-    # the ring is written flat (each copy instruction writes its lanes' 16 or 4 bytes in a row)
-    # with the units of a row permuted (GL_*_ROW_XOR); every read goes through a view that
-    # undoes the permutation, so its lanes spread over the banks
+    # the ring (flat), its views undoing the row permutation; GL_V_WORDS (t, 16q + c): word q of block c of row t
     GL_FLAT = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
-    GL_K_CODES = gl.constexpr(gl.SharedLinearLayout(offset_bases=_row_swizzled_bases(16, 16, GL_BLOCK_N,
-                                                                                     GL_CODE_ROW_XOR)))
-    GL_K_ROPE = gl.constexpr(gl.SharedLinearLayout(offset_bases=_row_swizzled_bases(16, 4, GL_BLOCK_N,
-                                                                                    GL_ROPE_ROW_XOR)))
-    GL_SCALE_BYTES = gl.constexpr(gl.SharedLinearLayout(offset_bases=_row_swizzled_bases(8, 4, GL_BLOCK_N,
-                                                                                         GL_SCALE_ROW_XOR)))
-    # the codes as int32 words, word q of every block first: logical (t, 16q + c) = word q of
-    # 16-byte block c of row t, the blocks permuted as in GL_K_CODES
+    GL_K_CODES, GL_K_ROPE, GL_SCALE_BYTES = (
+        gl.constexpr(gl.SharedLinearLayout(offset_bases=_row_swizzled_bases(unit, units, GL_BLOCK_N, table)))
+        for unit, units, table in ((16, 16, GL_CODE_ROW_XOR), (16, 4, GL_ROPE_ROW_XOR), (8, 4, GL_SCALE_ROW_XOR)))
     GL_V_WORDS = gl.constexpr(gl.SharedLinearLayout(offset_bases=[[0, 16], [0, 32], [0, 1], [0, 2], [0, 4], [0, 8]] + [
         [1 << bit, GL_CODE_ROW_XOR[bit] if bit < len(GL_CODE_ROW_XOR) else 0] for bit in range(7)]))
     # the V read: whole 16-byte blocks, its 4 words in 4 registers (GL_V_READ's lanes and warps)
@@ -1349,11 +1223,8 @@ if gl is not None:
         reg_bases=[[0, 16], [0, 32], [1, 0], [2, 0], [64, 0]],
         lane_bases=[[0, 1], [0, 2], [0, 4], [0, 8], [4, 0], [8, 0]],
         warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[GL_BLOCK_N, 64]))
-
-    # Triton 3.6 names it _reinterpret, later ones reinterpret
-    GL_PUBLIC_REINTERPRET = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))
-    # the workgroup barrier: thread_barrier in Triton 3.6, barrier from 3.7 on
-    _gl_workgroup_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier
+    GL_PUBLIC_REINTERPRET = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))  # 3.6: _reinterpret
+    _gl_workgroup_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier  # 3.6 / 3.7+
 
     @gluon.jit
     def _gl_reinterpret(desc, dtype: gl.constexpr, shape: gl.constexpr, layout: gl.constexpr):
@@ -1372,7 +1243,7 @@ if gl is not None:
 
     @gluon.jit
     def _gl_row_xor(rows, TABLE: gl.constexpr):
-        """xor(t) of a GL_*_ROW_XOR table (packed 4 bits an entry: _packed_row_xor) for rows t < 128."""
+        """xor(t) of a GL_*_ROW_XOR_PACKED table for rows t < 128."""
         found = (rows & 1) * (TABLE & 15)
         for bit in gl.static_range(1, 7):
             found = found ^ (((rows >> bit) & 1) * ((TABLE >> (4 * bit)) & 15))
@@ -1381,18 +1252,14 @@ if gl is not None:
     @gluon.jit
     def _gl_source_columns(layout: gl.constexpr, BLOCK_N: gl.constexpr, COLUMNS: gl.constexpr, UNIT: gl.constexpr,
                            TABLE: gl.constexpr):
-        """(rows (BLOCK_N, 1), the column of its row each LDS position (BLOCK_N, COLUMNS) is copied
-        from): position (t, u UNIT + e) holds column ((u ^ xor(t)) UNIT + e)."""
+        """(rows (BLOCK_N, 1), source columns (BLOCK_N, COLUMNS)): (t, u UNIT + e) holds (u ^ xor(t)) UNIT + e."""
         rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))[:, None]
         columns = gl.arange(0, COLUMNS, layout=gl.SliceLayout(0, layout))[None, :]
         return rows, ((columns // UNIT) ^ _gl_row_xor(rows, TABLE)) * UNIT + columns % UNIT
 
     @gluon.jit
     def _gl_copy_offsets(kv_row_stride, scale_row_words, BLOCK_N: gl.constexpr):
-        """A tile's copy offsets relative to its first row (the loop adds the tile's), each
-        position fetching its permuted unit (GL_*_ROW_XOR). Whole units are copied: the rope's
-        last 32 bytes (the next row's first codes) meet Q's zero padding in the scores, and
-        the scales' words 5..7 are never read; past the buffer's end a copy reads zeros."""
+        """(codes, rope, scales) copy offsets from a tile's first row, each position fetching its permuted unit."""
         rows, columns = _gl_source_columns(GL_CODE_L, BLOCK_N, 256, 16, GL_CODE_ROW_XOR_PACKED)
         code_offs = rows * kv_row_stride + columns
         rows, columns = _gl_source_columns(GL_ROPE_L, BLOCK_N, ROPE_PAD_BYTES_C, 16, GL_ROPE_ROW_XOR_PACKED)
@@ -1404,9 +1271,7 @@ if gl is not None:
     @gluon.jit
     def _gl_copy_tile(ring, slot, kv_ptr, scale_ptr, offsets, tile_start, rows_end, kv_row_stride, scale_row_words,
                       scale_words, BLOCK_N: gl.constexpr):
-        """Rows [tile_start, tile_start + BLOCK_N) into ring slot `slot` (async, one commit
-        group of 14 copies): rows at or past rows_end read zero (a row past the sequence may
-        hold NaN scales); only a tile reaching past rows_end needs the row mask."""
+        """Rows [tile_start, + BLOCK_N) into ring slot `slot`, async (one commit group); rows >= rows_end read 0."""
         codes, rope, scales = ring
         code_offs, rope_offs, scale_offs = offsets
         code_offs = code_offs + tile_start * kv_row_stride
@@ -1438,11 +1303,9 @@ if gl is not None:
 
     @gluon.jit
     def _gl_values(words, vscale, p, acc):
-        """acc (4, 16, 128) += p (4, 16, 32) @ V: words (128 tokens, 16 blocks) int32 is word q
-        of each block (bytes 16c + 4q .. + 3, dims 32c + 8q .. + 7) in the V-read layout,
-        vscale its token's block scale as a float32 exponent field; converted here, in
-        registers, right before the MFMA. The accumulator's column n' = nibble * 64 + byte *
-        16 + c holds dim 32c + 8q + 2 byte + nibble (_gl_write undoes it)."""
+        """acc (4, 16, 128) += p (4, 16, 32) @ V, V converted here from words (128 tokens, 16 blocks) int32: word q
+        of each block (dims 32c + 8q .. + 7), vscale its token's block scale as a float32 exponent field.
+        Column n' = nibble * 64 + byte * 16 + c of acc holds dim 32c + 8q + 2 byte + nibble (_gl_write undoes it)."""
         words = gl.convert_layout(words, vscale.type.layout, assert_trivial=True)
         r0, r1, r2, r3 = gl.inline_asm_elementwise(GFX950_WORD_PAIRS, "=&v,=&v,=&v,=v,v,v", [words, vscale],
                                                    dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True,
@@ -1456,10 +1319,7 @@ if gl is not None:
     @gluon.jit
     def _gl_tiles(m_ref, q_ops, ring, views, kv_ptr, scale_ptr, offsets, lo, hi, rows_end, kv_row_stride,
                   scale_row_words, scale_words, qk_scale_log2, BLOCK_N: gl.constexpr):
-        """Tiles [lo, hi) of one sequence, tiles 0 and 1 already copied -> per warp and head
-        (m_ref, m_true, l) (4, 16) and the accumulator's 4 chunks (4, 16, 128). m_ref: the
-        reference p is taken against (-inf: the first valid tile's maximum), m_true: the
-        largest score seen."""
+        """Tiles [lo, hi) (0 and 1 copied) -> per warp and head m_ref, m_true, l (4, 16); 4 acc chunks (4, 16, 128)."""
         ks_l: gl.constexpr = gl.amd.cdna4.get_mfma_scale_layout(GL_K_B, [BLOCK_N, 16])
         ksr_l: gl.constexpr = gl.amd.cdna4.get_mfma_scale_layout(GL_K_B, [BLOCK_N, 4])
         q8, qs, q8r, qsr = q_ops
@@ -1511,8 +1371,7 @@ if gl is not None:
 
     @gluon.jit
     def _gl_store_chunk(acc, weight, scale, ptr, base, dims, q: gl.constexpr, OUT_BF16: gl.constexpr):
-        """Chunk q of the accumulator, the four warps merged with `weight` (4, 16), times
-        `scale` (16, 1), to ptr[base + dim]."""
+        """Chunk q of acc, the four warps merged with `weight` (4, 16), times `scale` (16, 1), to ptr[base + dim]."""
         merged = gl.sum(acc * gl.expand_dims(weight, 2), axis=0) * scale
         if OUT_BF16:
             merged = merged.to(gl.bfloat16)
@@ -1520,13 +1379,7 @@ if gl is not None:
 
     @gluon.jit
     def _gl_release_and_count(count_ptr, seq):
-        """FUSED: every wave waits for its own stores (s_waitcnt vmcnt(0): s_barrier orders
-        instructions, not memory), the barrier, then wave 0 alone writes the L2 back
-        (buffer_wbl2 sc1: the release of every wave's stores, all in the L2 by then; other
-        XCDs have L2s of their own) and its lane 0 adds 1 to count[seq] (a returning buffer
-        atomic). -> the count after this program's add, the same in every lane: a sum of the
-        one lane's value (exact past 2^31 adds, where the uint32 count reads negative as an
-        int32). The fences are our own asm: a buffer atomic's intrinsic carries no memory order."""
+        """FUSED: stores waited, barrier, wave 0 writes the L2 back, lane 0 adds 1 to count[seq] -> the new count."""
         lanes_l: gl.constexpr = gl.BlockedLayout([1], [64], [4], [0])
         lane = gl.arange(0, 256, layout=lanes_l)  # the 4 warps x 64 lanes
         lane = gl.inline_asm_elementwise("s_waitcnt vmcnt(0)", "=v,0", [lane], dtype=gl.int32, is_pure=False,
@@ -1542,14 +1395,7 @@ if gl is not None:
 
     @gluon.jit
     def _gl_merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2):
-        """FUSED, the sequence's last program: out[seq] from its num_splits partials as
-        _merge_step computes them (value_scale 1: the gfx950 conversion has no shift),
-        GL_MERGE_SPLITS splits at a time: each chunk's m, l and accumulators are loaded
-        together (one dependent round trip per chunk, 32 floats per lane per split), merged
-        with a running rescale. First the acquire, in every wave once it knows the count:
-        buffer_inv sc1 drops the CU's and the XCD's cached lines, so the partials of programs
-        on other XCDs are read from memory (every address below depends on its result, so no
-        load moves above it)."""
+        """FUSED, last program: after the acquire, out[seq] from its partials (_merge_step), GL_MERGE_SPLITS a trip."""
         acc_l: gl.constexpr = gl.BlockedLayout([GL_MERGE_SPLITS, 1, 4], [1, 2, 32], [1, 4, 1], [2, 1, 0])
         ml_l: gl.constexpr = gl.SliceLayout(2, acc_l)  # (split, head)
         out_l: gl.constexpr = gl.SliceLayout(0, acc_l)  # (head, dim)
@@ -1593,10 +1439,7 @@ if gl is not None:
     @gluon.jit
     def _gl_write(m_ref, l_i, accs, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr,
                   count_ptr, qk_scale_log2, MERGE: gl.constexpr):
-        """The four warps' (m_ref, l, acc) merged into the program's result, written by MERGE
-        as _write_result writes it (DIRECT: normalized bf16, NaN rows for an invalid range,
-        zeros for an empty one; COMBINE: the float32 partial, m NaN for an invalid range;
-        FUSED: that partial, then the merge by the sequence's last program)."""
+        """The four warps' (m_ref, l, acc) merged and written by MERGE as _write_result writes them."""
         out_l: gl.constexpr = gl.SliceLayout(0, GL_MMA_V)
         m_all = gl.max(m_ref, axis=0)
         weight = gl.exp2((m_ref - gl.expand_dims(gl.where(m_all == float("-inf"), 0.0, m_all), 0)) * qk_scale_log2)
@@ -1655,9 +1498,8 @@ if gl is not None:
         qs_ptr, total_kv, num_splits, scale_words, q_row_stride, q_head_stride, kv_row_stride, scale_row_words, qk_scale_log2,
         BLOCK_N: gl.constexpr, MERGE: gl.constexpr,
     ):
-        """The SCALED kernel's program (same grid and results; MERGE DIRECT, COMBINE or FUSED) in
-        the data flow drawn above. scale_ptr: the e8m0 bytes, 4-byte aligned rows
-        of scale_row_words int32 words (>= 5), scale_words the words the buffer holds."""
+        """The SCALED kernel's program (same arguments and results) in the data flow drawn above; scale_ptr: the
+        e8m0 bytes in 4-byte aligned rows of scale_row_words int32 words (>= 5), scale_words in the buffer."""
         gl.static_assert(BLOCK_N == 128, "the warp-split layouts are written for 128-token tiles")
         split = gl.program_id(0)
         seq = gl.program_id(1)
@@ -1726,20 +1568,13 @@ def _launch_gluon(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, 
         dict(BLOCK_N=variant.block_n, MERGE=variant.merge, num_warps=variant.num_warps), variant.describe())
 
 
-GLUON_INT32_BYTES = 1 << 31  # buffer offsets are 32-bit: every tensor the Gluon kernel reads or writes is smaller
-
-
 def _storage_bytes(tensor):
     """Bytes of tensor's storage from its first element on (what a buffer at its address holds)."""
     return tensor.untyped_storage().nbytes() - tensor.storage_offset() * tensor.element_size()
 
 
 def gluon_layout_problem(q, packed, scales, batch, num_splits):
-    """None when the Gluon kernel can read this call's tensors (uint8 views of packed and
-    scales), else why not: 16-byte aligned code and scale buffers and code rows (its copies
-    move 16 and 4 bytes per lane), scale rows of whole int32 words holding 20 bytes (it
-    copies words 0..4 of a row, the last row's too) and every buffer under 2 GB (32-bit
-    offsets). Attribute reads only."""
+    """None when the Gluon kernel can read these tensors (uint8 views; attribute reads only), else why not."""
     total_kv = packed.shape[0]
     if packed.data_ptr() % 16 or packed.stride(0) % 16 or scales.data_ptr() % 16:
         return "the MXFP4 codes or scales are not 16-byte aligned"
@@ -1753,7 +1588,6 @@ def gluon_layout_problem(q, packed, scales, batch, num_splits):
     if max(sizes) >= GLUON_INT32_BYTES:
         return "a buffer of 2 GB or more (32-bit buffer offsets)"
     return None
-
 
 
 # =======================================================================================
