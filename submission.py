@@ -1593,33 +1593,20 @@ def gluon_layout_problem(q, packed, scales, batch, num_splits):
 # =======================================================================================
 # 5. The SCALED kernel, and what every standard-Triton kernel shares
 # =======================================================================================
-# One call is one launch of a split kernel (_scaled_split_kernel here, _bf16_split_kernel in
-# section 6), grid (num_splits, batch): program (s, b) runs split s of sequence b. Its MERGE
-# constexpr says how a sequence's splits become its output, and so how many launches a
-# call makes:
+# A call launches a split kernel (_scaled_split_kernel, section 6's _bf16_split_kernel), grid (num_splits, batch):
+# program (s, b) runs split s of sequence b. Its MERGE constexpr says how a sequence's splits become its output:
 #
-#   MERGE     the split kernel writes                       then                     launches
-#   DIRECT    out (bf16, normalized): one split per seq     -                        1
-#   COMBINE   part_acc / part_ml (float32 partials)         _mla_combine_kernel,     2
-#                                                           grid (batch, 16), reads
-#                                                           them and writes out
-#   FUSED     the partials, then adds 1 to count[b]; the    -                        1
-#             program that brings count[b] to a multiple
-#             of num_splits (the last of its sequence)
-#             reads the partials and writes out
+#   MERGE    the split kernel writes                  then                                                launches
+#   DIRECT   out (bf16, normalized): 1 split per seq  -                                                   1
+#   COMBINE  part_acc / part_ml (float32 partials)    _mla_combine_kernel (grid (batch, 16, 512 / DIMS))  2
+#   FUSED    the partials, then adds 1 to count[b]    the program bringing count[b] to a multiple of      1
+#                                                     num_splits (the sequence's last) merges into out
 #
-# The SCALED family quantizes Q to e4m3 per 32 dims in the program itself (split 0 also
-# writes the bytes to q8 / qs, for the self-check) and runs the scores on the scaled matrix
-# instructions (tl.dot_scaled: v_mfma_scale_f32_16x16x128_f8f6f4 on gfx950), K never
-# converted; the values are the same tile's first 512 dims converted to bf16 (the gfx950
-# conversion, v_cvt_scalef32_pk_bf16_fp4). The lines marked `# phase NAME: value` are where
-# tools/phase_probe.py's instrumented copy of this file stores a clock once `value` is ready.
+# A line `# phase NAME: value` is where tools/phase_probe.py's instrumented copy stores a clock once `value` is ready.
 
 # --- the e2m1 -> bf16 conversion: gfx950's instruction, or portable Triton -----------------
-# An e2m1 code sxyz is the value (-1)^s * {0, 0.5, 1, 1.5, 2, 3, 4, 6}[xyz]; a byte holds
-# two codes, the low nibble the even dim. The block scale of 32 dims is the e8m0 byte k,
-# 2^(k - 127).
-
+# An e2m1 code sxyz is (-1)^s * {0, 0.5, 1, 1.5, 2, 3, 4, 6}[xyz]; a byte holds two codes, the low nibble the
+# even dim. The block scale of 32 dims is the e8m0 byte k, 2^(k - 127).
 @triton.jit
 def _per_block(x, ROWS: tl.constexpr, BLOCKS: tl.constexpr, PER_BLOCK: tl.constexpr):
     """(ROWS, BLOCKS) -> (ROWS, BLOCKS * PER_BLOCK): each value repeated PER_BLOCK times."""
@@ -1628,14 +1615,11 @@ def _per_block(x, ROWS: tl.constexpr, BLOCKS: tl.constexpr, PER_BLOCK: tl.conste
 
 @triton.jit
 def _scale_exponent_field(scale_bytes):
-    """e8m0 bytes (int32) as the exponent field of a float32: what v_cvt_scalef32_* reads
-    of its scale operand, which is only that field (byte 0 -> 2^-127, 255 -> NaN there,
-    the reference's semantics, at one instruction instead of _scale_f32's three)."""
+    """e8m0 bytes (int32) as a float32's exponent field, all v_cvt_scalef32_* reads (0: 2^-127, 255: NaN)."""
     return (scale_bytes << 23).to(tl.float32, bitcast=True)
 
 
-# Byte b of the word $4 -> the bf16 pair $b (low code in the low half), times the scale $5
-# (the gfx950 primitive; the Gluon kernel converts its V words with the same text).
+# Byte b of the word $4 -> the bf16 pair $b (low code in the low half), times the scale $5 (the Gluon kernel's too)
 GFX950_WORD_PAIRS = tl.constexpr("""
         v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5
         v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]
@@ -1646,11 +1630,8 @@ GFX950_WORD_PAIRS = tl.constexpr("""
 
 @triton.jit
 def _word_pairs_gfx950(words, scale, PURE: tl.constexpr):
-    """CDNA4: v_cvt_scalef32_pk_bf16_fp4 converts the two codes of one byte (op_sel picks
-    the byte) to a bf16 pair and multiplies it by the float32 scale: exact values
-    (LOG2_SHIFT 0). PURE=False keeps Triton from duplicating it per MMA layout; PURE=True
-    lets Triton 3.6's pipeliner take the loop (it rejects impure asm in a pipelined loop),
-    for a tile that feeds one dot only (the scaled kernel's values)."""
+    """CDNA4: each byte's two codes (op_sel picks it) -> a bf16 pair times the float32 scale, exact (LOG2_SHIFT 0).
+    PURE=True lets Triton 3.6 pipeline the loop (a tile feeding one dot only); False: no copy per MMA layout."""
     return tl.inline_asm_elementwise(
         asm=GFX950_WORD_PAIRS, constraints="=&v,=&v,=&v,=v,v,v", args=[words, scale],
         dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=PURE, pack=1)
@@ -1666,11 +1647,8 @@ def _bf16_halves(pair):
 @triton.jit
 def _words_to_bf16(words, scale_bytes, BLOCK_N: tl.constexpr, NUM_WORDS: tl.constexpr,
                    CONVERT: tl.constexpr, PIN: tl.constexpr, PURE: tl.constexpr = False):
-    """words (BLOCK_N, NUM_WORDS) int32 (code q of word j = dim 8j + q, bits 4q..4q+3),
-    scale_bytes (BLOCK_N, NUM_WORDS // 4) e8m0 -> (BLOCK_N, 8 * NUM_WORDS) bf16 in dim
-    order, times 2^-LOG2_SHIFT[CONVERT]. Pair b of word j holds dims 8j + 2b, 8j + 2b + 1;
-    the halves and joins below are register reshuffles the compiler folds away."""
-    # per block first (one scale per 32 dims), then repeated for the block's 4 words
+    """words (BLOCK_N, NUM_WORDS) int32 (code q of word j: dim 8j + q, bits 4q..4q+3), scale_bytes (BLOCK_N, NUM_WORDS
+    // 4) e8m0 -> (BLOCK_N, 8 * NUM_WORDS) bf16 in dim order, times 2^-LOG2_SHIFT[CONVERT] (joins: register moves)."""
     scale_bytes = scale_bytes.to(tl.int32)
     if CONVERT == GFX950_C:
         scale = _per_block(_scale_exponent_field(scale_bytes), BLOCK_N, NUM_WORDS // 4, 4)
@@ -1691,13 +1669,9 @@ def _words_to_bf16(words, scale_bytes, BLOCK_N: tl.constexpr, NUM_WORDS: tl.cons
 
 
 # --- one program: its range, Q, the loop over its tiles -----------------------------------
-
 @triton.jit
 def _split_bounds(kv_start, kv_end, q_ok, total_kv, split, num_splits, BLOCK_N: tl.constexpr):
-    """Split `split` of num_splits of a sequence's KV rows [kv_start, kv_end), each split a run
-    of whole BLOCK_N-token tiles -> (range_ok, lo, hi): rows [lo, hi). range_ok is False (and
-    the range empty) when the range decreases or passes total_kv, or q_ok is False. Every
-    kernel's rule (the Gluon kernel's too)."""
+    """Split `split` of KV rows [kv_start, kv_end) in whole BLOCK_N tiles -> (range_ok, lo, hi): rows [lo, hi)."""
     range_ok = (kv_start >= 0) & (kv_start <= kv_end) & (kv_end <= total_kv) & q_ok
     kv_end = tl.where(range_ok, kv_end, kv_start)  # an invalid range reads nothing
     tiles_per_split = tl.cdiv(tl.cdiv(kv_end - kv_start, BLOCK_N), num_splits)
@@ -1708,15 +1682,12 @@ def _split_bounds(kv_start, kv_end, q_ok, total_kv, split, num_splits, BLOCK_N: 
 
 @triton.jit
 def _split_range(qo_indptr_ptr, kv_indptr_ptr, total_kv, num_splits, BLOCK_N: tl.constexpr):
-    """This program's KV rows: sequence program_id(1), split program_id(0) of num_splits ->
-    (seq, split, range_ok, lo, full_end, hi): rows [lo, hi), full tiles up to full_end
-    (_split_bounds), qo_indptr required to be 0, 1, ..., batch."""
+    """-> (seq, split, range_ok, lo, full_end, hi): this program's rows [lo, hi), full tiles up to full_end."""
     split = tl.program_id(0)
     seq = tl.program_id(1)
     kv_start = tl.load(kv_indptr_ptr + seq)
     kv_end = tl.load(kv_indptr_ptr + seq + 1)
-    # one test of both loads (two compares and-ed became a branch around the second load on
-    # gfx950: one more round trip)
+    # one test of both loads (two and-ed compares became a branch around the second load on gfx950)
     q_ok = ((tl.load(qo_indptr_ptr + seq) - seq) | (tl.load(qo_indptr_ptr + seq + 1) - (seq + 1))) == 0
     range_ok, lo, hi = _split_bounds(kv_start, kv_end, q_ok, total_kv, split, num_splits, BLOCK_N)
     full_end = lo + tl.maximum(hi - lo, 0) // BLOCK_N * BLOCK_N
@@ -1727,12 +1698,8 @@ def _split_range(qo_indptr_ptr, kv_indptr_ptr, total_kv, num_splits, BLOCK_N: tl
 def _split_tiles(q_ops, kv_ptr, scale_ptr, start, full_end, hi, kv_row_stride, scale_row_stride, qk_scale_log2,
                  m_i, l_i, acc, TILE: tl.constexpr, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr,
                  PIN: tl.constexpr, SPLIT_TAIL: tl.constexpr):
-    """Tiles [start, hi) of one split through TILE (a family's tile function: _scaled_tile,
-    _natural_tile), continuing the online softmax's state (m_i, l_i, acc) of the tiles before
-    start -> that state. start is the split's first row plus whole tiles. SPLIT_TAIL: full
-    tiles up to full_end unmasked, then one masked tail tile (fewer instructions per element:
-    1.97 instead of 2.6 VALU with the gfx950 conversion); else one loop of masked tiles (a
-    second copy of the tile code makes the portable forms spill)."""
+    """Tiles [start, hi) of a split through TILE (_scaled_tile, _natural_tile), carrying the softmax state (m_i, l_i,
+    acc). SPLIT_TAIL: full tiles to full_end unmasked, then a masked tail; else all masked (portable forms spill)."""
     if SPLIT_TAIL:
         for tile_start in range(start, full_end, BLOCK_N):
             m_i, l_i, acc = TILE(q_ops, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride, scale_row_stride,
@@ -1750,8 +1717,7 @@ def _split_tiles(q_ops, kv_ptr, scale_ptr, start, full_end, hi, kv_row_stride, s
 
 @triton.jit
 def _softmax_step(scores, m_i, l_i, qk_scale_log2):
-    """Online softmax over one tile's raw scores (16, BLOCK_N): the new running max, the
-    factor to rescale the old sums by, the probabilities and the new sum of them."""
+    """Online softmax over raw scores (16, BLOCK_N) -> (new max, the old sums' rescale factor, p, new sum of p)."""
     m_new = tl.maximum(m_i, tl.max(scores, axis=1))
     alpha = tl.exp2((m_i - m_new) * qk_scale_log2)
     p = tl.exp2(scores * qk_scale_log2 - (m_new * qk_scale_log2)[:, None])
@@ -1773,10 +1739,8 @@ def _load_tile(base, cols, rows_ok, MASKED: tl.constexpr):
 
 @triton.jit
 def _quantize_e4m3_blocks(q, ROWS: tl.constexpr, BLOCKS: tl.constexpr):
-    """q (ROWS, BLOCKS * 32) float32 -> (q8 (ROWS, BLOCKS * 32) e4m3, scale bytes (ROWS,
-    BLOCKS) e8m0): per block of 32 dims the smallest exponent e with amax / 2^e <= 448 (so
-    nothing saturates), clamped to [-126, 127]; q8 = q / 2^e rounded to nearest even. The
-    torch twin is quantize_q_reference."""
+    """q (ROWS, BLOCKS * 32) float32 -> (q8 e4m3, same shape; e8m0 bytes (ROWS, BLOCKS)): per 32 dims the least e
+    with amax / 2^e <= 448, clamped to [-126, 127]; q8 = q / 2^e, to nearest even (twin: quantize_q_reference)."""
     blocks = tl.reshape(q, (ROWS, BLOCKS, 32))
     bits = tl.max(tl.abs(blocks), axis=2).to(tl.int32, bitcast=True)
     # amax = m 2^E with m in [1, 2): 448 = 1.75 * 2^8, so e = E - 8, or E - 7 when m > 1.75
@@ -1789,9 +1753,7 @@ def _quantize_e4m3_blocks(q, ROWS: tl.constexpr, BLOCKS: tl.constexpr):
 
 @triton.jit
 def _load_q_padded(q_rows):
-    """This sequence's Q (q_rows: (16, 1) row pointers of bf16 Q) -> (dims 0..511, the 64
-    rope dims padded with zeros to 128), bf16: what _quantize_q turns into the scaled
-    instruction's operands."""
+    """q_rows (16, 1) pointers to a sequence's bf16 Q rows -> (dims 0..511, the rope dims zero-padded to 128)."""
     q_nope = tl.load(q_rows + tl.arange(0, V_DIM_C)[None, :])
     rope_dims = tl.arange(0, 2 * ROPE_PAD_BYTES_C)
     q_rope = tl.load(q_rows + V_DIM_C + rope_dims[None, :], mask=rope_dims[None, :] < ROPE_C, other=0.0)
@@ -1800,10 +1762,8 @@ def _load_q_padded(q_rows):
 
 @triton.jit
 def _quantize_q(q_nope, q_rope, q8_ptr, qs_ptr, seq, split):
-    """SCALED: Q (_load_q_padded's) -> (e4m3 dims 0..511, their 16 e8m0 block scales, e4m3
-    rope dims padded to 128, their 4 scales), as _scaled_tile_math takes them; split 0 writes
-    the bytes to q8 (batch, 16, 576) and qs (batch, 16, 18) for the self-check, which compares
-    them with quantize_q_reference."""
+    """SCALED: Q (_load_q_padded's) -> q_ops (e4m3 dims 0..511, 16 e8m0 scales, e4m3 rope dims padded to 128, 4
+    scales); split 0 writes the bytes to q8 (batch, 16, 576), qs (batch, 16, 18) for the self-check."""
     q8_nope, qs_nope = _quantize_e4m3_blocks(q_nope.to(tl.float32), NUM_HEADS_C, V_DIM_C // 32)
     q8_rope, qs_rope = _quantize_e4m3_blocks(q_rope.to(tl.float32), NUM_HEADS_C, 2 * ROPE_PAD_BYTES_C // 32)
     if split == 0:
@@ -1820,17 +1780,12 @@ def _quantize_q(q_nope, q_rope, q8_ptr, qs_ptr, seq, split):
 
 
 # --- one tile of the SCALED family -----------------------------------------------------------
-
 @triton.jit
 def _scaled_tile_loads(kv_ptr, kv_words_ptr, scale_ptr, tile_start, hi, kv_row_stride, scale_row_stride,
                        BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
-    """SCALED family: one tile's loads -> (k (BLOCK_N, 256) code bytes, their 16 e8m0 scales,
-    the same bytes as (BLOCK_N, 64) int32 words for the values' conversion, the rope codes
-    padded to 64 bytes (zero codes), their 4 scales (byte 127 in the padding)). MASKED:
-    rows past hi read zeros. kv_words_ptr: the int32 view of kv_ptr (Triton's AMD backend
-    makes loads from an argument of that type buffer loads, whose mask needs no branch; a
-    cast of the byte pointers costs a branch and a wait per masked load), or None (the
-    cast: the pipelined 128-token loop spills one VGPR with the argument, Triton 3.6.0)."""
+    """SCALED: one tile's loads -> (k (BLOCK_N, 256) code bytes, their 16 e8m0 scales, the same bytes as (BLOCK_N,
+    64) int32 words, rope codes zero-padded to 64 bytes, their 4 scales (127-padded)); MASKED: rows past hi read 0.
+    kv_words_ptr: kv_ptr's int32 view (buffer loads), or None (a cast: the 2-stage 128-token loop spills with it)."""
     kv_rows, scale_rows = _tile_rows(kv_ptr, scale_ptr, tile_start, kv_row_stride, scale_row_stride, BLOCK_N)
     rows_ok = tile_start + tl.arange(0, BLOCK_N) < hi
     rope_bytes = tl.arange(0, ROPE_PAD_BYTES_C)
@@ -1840,15 +1795,12 @@ def _scaled_tile_loads(kv_ptr, kv_words_ptr, scale_ptr, tile_start, hi, kv_row_s
     if MASKED:
         rope_real = rope_real & rows_ok[:, None]
         rope_scale_real = rope_scale_real & rows_ok[:, None]
-    # in this order, the words last: at 2 stages the loop then keeps 24.8 KB of loads in
-    # flight per CU at its MFMAs instead of 19.8 (128 tokens) and 36.3 instead of 17.2 (64),
-    # and the straight-line first tile stages them through LDS after its other loads
+    # the words last: more bytes in flight at the MFMAs (docs/performance.md, v11)
     k_scales = _load_tile(scale_rows, tl.arange(0, V_DIM_C // 32), rows_ok, MASKED)
     k_rope_scales = tl.load(scale_rows + V_DIM_C // 32 + rope_blocks[None, :], mask=rope_scale_real, other=127)
     k_rope = tl.load(kv_rows + V_DIM_C // 2 + rope_bytes[None, :], mask=rope_real, other=0)
     k = _load_tile(kv_rows, tl.arange(0, V_DIM_C // 2), rows_ok, MASKED)
-    # the same bytes again as words for the values' conversion (a cache hit; loading them
-    # once costs more in Triton 3.6 than the second load does: docs/performance.md, v11)
+    # the same bytes again as words (an L2 hit; loading them once costs more: docs/performance.md, v11)
     if kv_words_ptr is None:
         word_rows = kv_rows.to(tl.pointer_type(tl.int32))
     else:
@@ -1860,11 +1812,7 @@ def _scaled_tile_loads(kv_ptr, kv_words_ptr, scale_ptr, tile_start, hi, kv_row_s
 @triton.jit
 def _scaled_tile_math(q_ops, loads, tile_start, hi, qk_scale_log2, m_i, l_i, acc_t, BLOCK_N: tl.constexpr,
                       CONVERT: tl.constexpr, MASKED: tl.constexpr):
-    """SCALED family, one tile from its loads (_scaled_tile_loads): scores = e4m3 Q x e2m1 K
-    on tl.dot_scaled (K never converted); the values: the first 512 dims of the same tile
-    converted once to bf16, the dot written transposed, acc_t (512, 16) += V^T P^T, so the
-    512 output dims split over the warps and no warp recomputes another's scores (times
-    2^-LOG2_SHIFT[CONVERT]). q_ops: _quantize_q's four operands."""
+    """SCALED, one tile from its loads: e4m3 Q x e2m1 K on tl.dot_scaled; acc_t (512, 16) += V^T P^T, V in bf16."""
     q8_nope, qs_nope, q8_rope, qs_rope = q_ops
     k, k_scales, words, k_rope, k_rope_scales = loads
     # phase tile loaded: k
@@ -1885,8 +1833,7 @@ def _scaled_tile_math(q_ops, loads, tile_start, hi, qk_scale_log2, m_i, l_i, acc
 def _scaled_tile(q_ops, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride, scale_row_stride, qk_scale_log2,
                  m_i, l_i, acc_t, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, PIN: tl.constexpr,
                  MASKED: tl.constexpr):
-    """SCALED family: one tile, its loads then its math (the tile function of _split_tiles;
-    PIN unused: the values' conversion is pure)."""
+    """SCALED: one tile, loads then math (_split_tiles' tile function; PIN unused: the conversion is pure)."""
     loads = _scaled_tile_loads(kv_ptr, None, scale_ptr, tile_start, hi, kv_row_stride, scale_row_stride, BLOCK_N,
                                MASKED)
     return _scaled_tile_math(q_ops, loads, tile_start, hi, qk_scale_log2, m_i, l_i, acc_t, BLOCK_N, CONVERT,
@@ -1894,11 +1841,9 @@ def _scaled_tile(q_ops, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride, scale_
 
 
 # --- the program's result, and the merge of a sequence's splits ---------------------------
-
 @triton.jit
 def _result_offsets(TRANSPOSED: tl.constexpr):
-    """Element offsets of a (16, 512) head x dim result in the layout of the accumulator
-    ((512, 16) when TRANSPOSED), and the heads in a broadcastable shape."""
+    """Element offsets of a (16, 512) head x dim result in the accumulator's layout ((512, 16) if TRANSPOSED)."""
     heads = tl.arange(0, NUM_HEADS_C)
     dims = tl.arange(0, V_DIM_C)
     if TRANSPOSED:
@@ -1920,30 +1865,20 @@ def _per_head(x, TRANSPOSED: tl.constexpr):
 
 @triton.jit
 def _wait_for_stores():
-    """AMD: s_waitcnt vmcnt(0) -- this wave waits until every vector memory instruction it
-    issued (its stores included) has completed. A barrier orders the waves' instructions,
-    not their memory: without this a wave's stores may still be on their way to the L2
-    when another wave releases them (buffer_wbl2 writes back what the L2 holds)."""
+    """AMD: s_waitcnt vmcnt(0): this wave waits until its vector memory instructions (stores too) complete."""
     tl.inline_asm_elementwise("s_waitcnt vmcnt(0) ; $0", "=v", [], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
 def _invalidate_caches(value):
-    """AMD: buffer_inv sc1 in this wave -- its vector L1 and the XCD's L2 drop their lines, so
-    its later loads read what other programs (other XCDs) wrote and released -> `value`
-    unchanged, through the asm, so every address computed from it comes after the invalidate."""
+    """AMD: buffer_inv sc1 (this wave's L1 and XCD's L2 drop their lines) -> `value`, so its uses come after."""
     return tl.inline_asm_elementwise("buffer_inv sc1", "=v,0", [value], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
 def _merge_step(m_run, l_run, acc_run, invalid, m, l, acc, qk_scale_log2):
-    """One chunk of a sequence's split partials into a running merge, over axis 0 (the
-    splits): m, l (S, H) the partials' maxima (raw score units; NaN: an invalid range) and
-    sums of p, acc (S, H, D) their unnormalized sums of p * v; (m_run, l_run (H,), acc_run
-    (H, D), invalid (H,)) the merge so far -> the same after the chunk (H may be absent:
-    scalars and (S, D)). Each split is weighted 2^((m_s - max m) *
-    qk_scale_log2); an empty split (m = -inf) weighs 0. The FUSED merge's and the combine
-    kernel's step."""
+    """S splits' m, l (S, H) (raw max, NaN: invalid; sum of p), acc (S, H, D) into the merge (m_run, l_run (H,), acc_run
+    (H, D), invalid (H,); H may be absent) -> the merge; split s weighs 2^((m_s - max m) * qk_scale_log2)."""
     invalid = tl.maximum(invalid, tl.max((m != m).to(tl.int32), axis=0))
     m = tl.where(m != m, float("-inf"), m)
     m_new = tl.maximum(m_run, tl.max(m, axis=0))
@@ -1957,8 +1892,7 @@ def _merge_step(m_run, l_run, acc_run, invalid, m, l, acc, qk_scale_log2):
 
 @triton.jit
 def _merged(acc_run, l_run, invalid, value_scale):
-    """A finished merge's output (H, D) in bf16: value_scale x acc / l; NaN where a split's
-    range was invalid, zeros where no split had a token."""
+    """A finished merge's output (H, D) bf16: value_scale x acc / l; NaN for an invalid range, 0 if no token."""
     norm = tl.where(l_run > 0, value_scale / l_run, 0.0)
     norm = tl.where(invalid > 0, float("nan"), norm)
     return (acc_run * tl.expand_dims(norm, -1)).to(tl.bfloat16)
@@ -1967,9 +1901,7 @@ def _merged(acc_run, l_run, invalid, value_scale):
 @triton.jit
 def _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, head0, qk_scale_log2, value_scale,
                   HEADS: tl.constexpr):
-    """FUSED: out[seq, head0 : head0 + HEADS, :] from the num_splits partials of seq, one split
-    at a time (_merge_step). The partials are read past the L1 (.cg): in the FUSED merge
-    other programs wrote them."""
+    """FUSED: out[seq, head0 : head0 + HEADS] from seq's partials split by split, read past the L1 (.cg)."""
     heads = head0 + tl.arange(0, HEADS)
     dims = tl.arange(0, V_DIM_C)
     m_run = tl.full([HEADS], float("-inf"), tl.float32)
@@ -1992,23 +1924,9 @@ def _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, head0, qk
 def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
                   qk_scale_log2, value_scale, TRANSPOSED: tl.constexpr, MERGE: tl.constexpr,
                   WAVE_FENCES: tl.constexpr):
-    """The program's result by MERGE (see the table above): the normalized output (DIRECT;
-    NaN rows for an invalid range, zeros for an empty one) or its partial (m NaN for an
-    invalid range), and for FUSED the merge by the sequence's last program.
-
-    FUSED: the partial's stores, then a barrier (every warp's stores before the atomic) and
-    one atomic add with acquire-release semantics at device scope on count[seq] (release:
-    the stores are visible before the count moves; acquire: the last program sees every
-    other program's stores). The atomic's release covers the stores of the thread that
-    issues it; the barrier makes the other warps' stores visible to it on NVIDIA (bar.sync
-    orders memory among the CTA's threads), not on AMD, where s_barrier orders instructions
-    only: there (WAVE_FENCES) every wave first waits for its own stores to complete
-    (s_waitcnt vmcnt(0)), so they are in the L2 the release writes back, and the last
-    program's every wave invalidates its caches before it reads the partials (the atomic's
-    acquire runs in the one wave that issues it; the gfx950 ISA's orders are checked by
-    tests/test_compile_targets.py). The counter is never reset: every call adds num_splits (a
-    power of two) to it, and the program that brings it to a multiple of num_splits is the
-    last of its sequence in this call."""
+    """The result by MERGE (table above): the output (DIRECT; NaN rows: invalid range, zeros: empty) or the partial
+    (m NaN: invalid). FUSED: barrier, acq_rel atomic add on count[seq] (a call adds num_splits, a power of two), the
+    last program merges; WAVE_FENCES (AMD): its waves' store waits and cache invalidates (docs/design.md)."""
     offsets = _result_offsets(TRANSPOSED)
     if MERGE == DIRECT_C:
         norm = tl.where(l_i > 0, value_scale / l_i, 0.0)
@@ -2044,39 +1962,22 @@ def _scaled_split_kernel(
     BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, SPLIT_TAIL: tl.constexpr, MERGE: tl.constexpr,
     WAVE_FENCES: tl.constexpr = False, EARLY_TILE: tl.constexpr = False,
 ):
-    """The SCALED family's program: sequence b = program_id(1), KV split s = program_id(0) of
-    num_splits.
+    """The SCALED family's program: split s = program_id(0) of num_splits of sequence b = program_id(1).
 
-    q_ptr      (batch, 16, 576) bf16, strides (q_row_stride, q_head_stride, 1)
-    kv_ptr     (total_kv, 288) e2m1 pairs as bytes, row stride kv_row_stride bytes (the values
-               read them as int32 words: rows 4-byte aligned)
-    kv_words_ptr   the same memory as (total_kv, 72) int32 words, row stride kv_row_stride / 4
-               (EARLY_TILE's first tile reads its words here: loads from an argument of their
-               own type become AMD buffer loads, whose mask needs no branch)
-    scale_ptr  (>= total_kv, >= 18) e8m0 bytes, row stride scale_row_stride; only
-               columns 0..17 of rows < total_kv are read
-    qo_indptr  (batch + 1,) int32, must be 0, 1, ..., batch (q_seq_len = 1)
-    kv_indptr  (batch + 1,) int32; sequence b owns KV rows [kv_indptr[b], kv_indptr[b+1])
-    out_ptr    (batch, 16, 512) bf16 contiguous: written by DIRECT, and by FUSED's last program
-    part_acc   (batch, num_splits, 16, 512) f32: unnormalized sum of p * v (times
-               2^-LOG2_SHIFT[CONVERT]); part_ml (batch, num_splits, 2, 16) f32: the running
-               max (raw score units, NaN for an invalid range) and the sum of p (COMBINE, FUSED)
-    count_ptr  (batch,) int32 finished splits per sequence, never reset (FUSED)
-    q8_ptr     (batch, 16, 576) e4m3 bytes, qs_ptr (batch, 16, 18) e8m0 bytes: Q as quantized
-               here (written by split 0 of each sequence)
-    WAVE_FENCES  FUSED on AMD: every wave waits for its partial's stores before the
-               barrier that precedes the release, and invalidates its caches before the
-               last program's merge reads the partials (_write_result)
-    EARLY_TILE Q loaded with kv_indptr, the first tile's loads issued before Q is quantized,
-               that tile computed before the loop (Variant.early_tile)
-    qk_scale_log2  sm_scale * log2(e) (the scores are exact, no shift); value_scale
-               2^LOG2_SHIFT[CONVERT]
-
-    The program covers tiles [s * tiles_per_split, (s + 1) * tiles_per_split) of its
-    sequence. A sequence with an invalid range (indptr decreasing or past total_kv, or
-    qo_indptr not 0..batch) gets NaN; an empty one gets zeros. total_kv and num_splits are
-    not specialized on their values, so a check on another input runs this very binary.
-    """
+    q_ptr         (batch, 16, 576) bf16, strides (q_row_stride, q_head_stride, 1)
+    kv_ptr        (total_kv, 288) e2m1 pairs as bytes, row stride kv_row_stride bytes (rows 4-byte aligned)
+    kv_words_ptr  the same memory as (total_kv, 72) int32 words (EARLY_TILE's first tile: buffer loads)
+    scale_ptr     (>= total_kv, >= 18) e8m0 bytes, row stride scale_row_stride; columns 0..17 of rows < total_kv read
+    qo_indptr     (batch + 1,) int32, must be 0, 1, ..., batch; kv_indptr (batch + 1,) int32: b's KV rows
+    out_ptr       (batch, 16, 512) bf16 contiguous: written by DIRECT, and by FUSED's last program
+    part_acc      (batch, num_splits, 16, 512) f32: unnormalized sum of p * v (times 2^-LOG2_SHIFT[CONVERT])
+    part_ml       (batch, num_splits, 2, 16) f32: running max (raw score units, NaN: invalid range), sum of p
+    count_ptr     (batch,) int32 finished splits per sequence, never reset (FUSED)
+    q8_ptr        (batch, 16, 576) e4m3 bytes, qs_ptr (batch, 16, 18) e8m0 bytes: Q as quantized (by split 0)
+    qk_scale_log2 sm_scale * log2(e) (the scores are exact, no shift); value_scale 2^LOG2_SHIFT[CONVERT]
+    WAVE_FENCES   FUSED on AMD: _write_result's wave fences; EARLY_TILE: tile 0's loads before Q's quantization
+    An invalid range (indptr decreasing or past total_kv, qo_indptr not 0..batch) gives NaN, an empty one zeros.
+    total_kv and num_splits are not specialized, so a check on another input runs this very binary."""
     tl.static_assert((CONVERT == PORTABLE_C) | (CONVERT == GFX950_C), "CONVERT must be PORTABLE or GFX950")
     tl.static_assert((MERGE >= 0) & (MERGE <= 2), "MERGE must be DIRECT, COMBINE or FUSED")
     # phase start: tl.program_id(0)
@@ -2091,8 +1992,7 @@ def _scaled_split_kernel(
     acc_t = tl.zeros([V_DIM_C, NUM_HEADS_C], tl.float32)
     start = lo
     if EARLY_TILE:
-        # the first tile's loads before Q is quantized (the quantization's work overlaps
-        # them), then that tile (masked: it may be the split's only, partial one)
+        # tile 0's loads, the quantization overlapping them, then tile 0 (masked: maybe the split's only tile)
         loads = _scaled_tile_loads(kv_ptr, kv_words_ptr, scale_ptr, lo, hi, kv_row_stride, scale_row_stride,
                                    BLOCK_N, True)
         q_ops = _quantize_q(q_nope, q_rope, q8_ptr, qs_ptr, seq, split)
@@ -2116,10 +2016,7 @@ def _scaled_split_kernel(
 @triton.jit(do_not_specialize=["num_splits"])
 def _mla_combine_kernel(out_ptr, part_acc_ptr, part_ml_ptr, num_splits, qk_scale_log2, value_scale,
                         CHUNK: tl.constexpr, DIMS: tl.constexpr):
-    """COMBINE: merge the splits of one (sequence, head, DIMS output dims), grid (batch, 16,
-    512 / DIMS), from part_acc / part_ml as a split kernel wrote them: CHUNK splits' (CHUNK,
-    DIMS) rows loaded at once (one round trip when num_splits <= CHUNK), merged by
-    _merge_step (any split count fits in registers)."""
+    """COMBINE: out of one (sequence, head, DIMS dims), grid (batch, 16, 512 / DIMS): CHUNK splits per round trip."""
     seq = tl.program_id(0)
     head = tl.program_id(1)
     dims = tl.program_id(2) * DIMS + tl.arange(0, DIMS)
@@ -2158,21 +2055,15 @@ def _launch_triton(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr,
     _launch_kernel(kernel, (num_splits, out.shape[0]), args, constants, variant.describe())
 
 
-
 # =======================================================================================
 # 6. The portable fallback: the BF16 family, and the conversion in portable Triton
 # =======================================================================================
-# What a SCALED plan falls back to when no scaled form runs, what NVIDIA GPUs and a CPU
-# (Triton's interpreter) run, and on gfx950 a first-call tuning candidate: each tile
-# converted once to bf16 (the native conversion where the architecture has one, else the
-# portable one below) for both dots, scores over 576 dims, values over the first 512.
+# SCALED's fallback, NVIDIA's and a CPU's path, a gfx950 tuning candidate: each tile converted once to bf16 (native
+# conversion where there is one, else the portable one below) for both dots, scores over 576 dims, values over 512.
 
 @triton.jit
 def _pin(x, PIN: tl.constexpr):
-    """x (int32 or bf16) unchanged, through an opaque register move (v_mov_b32) Triton may not
-    duplicate: without it Triton rematerializes a portable conversion once per MMA operand
-    layout the tile feeds (6x per element on gfx950 in the AOT builds). PIN: 0 = none, 1 = the
-    move (AMD). No numeric effect."""
+    """x (int32 or bf16) unchanged, through an opaque v_mov_b32 if PIN (AMD), lest Triton redo it per MMA layout."""
     if PIN:
         x = tl.inline_asm_elementwise("v_mov_b32 $0, $1", "=v,v", [x], dtype=x.dtype, is_pure=False,
                                       pack=2 if x.dtype == tl.bfloat16 else 1)
@@ -2181,21 +2072,14 @@ def _pin(x, PIN: tl.constexpr):
 
 @triton.jit
 def _e2m1_times_2_pow_m14(code):
-    """e2m1 codes (int32, 0..15) as float32 value * 2^-14 (exact).
-
-    A code sxyz becomes the fp16 pattern s00xyz000000000: for xy > 0 that is
-    (1 + z/2) * 2^(xy - 15), for xy = 0 the denormal z * 2^-15, i.e. the e2m1 value times
-    2^-14 in both cases (fp16 denormals are exact on every GPU and in numpy).
-    """
+    """e2m1 codes (int32, 0..15) -> float32 value * 2^-14, exact: sxyz as the fp16 s00xyz000000000 (xy 0: denormal)."""
     half = (((code & 0x7) << 9) | ((code & 0x8) << 12)).to(tl.int16).to(tl.float16, bitcast=True)
     return half.to(tl.float32)
 
 
 @triton.jit
 def _scale_f32(scale_bytes):
-    """e8m0 bytes (int32) -> 2^(byte - 127) as float32, the reference's semantics: byte 255
-    is NaN and byte 0 is 2^-127 (a float32 subnormal, bit pattern 0x00400000; byte << 23
-    alone would give +inf and 0)."""
+    """e8m0 bytes (int32) -> 2^(byte - 127) float32 as the reference: 255 NaN, 0 the subnormal 2^-127 (0x00400000)."""
     bits = tl.where(scale_bytes == 0, 0x00400000, scale_bytes << 23)
     return tl.where(scale_bytes == 255, 0x7FC00000, bits).to(tl.float32, bitcast=True)
 
@@ -2207,8 +2091,7 @@ def _bf16_bits(value):
 
 @triton.jit
 def _word_pairs_portable(words, scale, b: tl.constexpr, PIN: tl.constexpr):
-    """Byte b of each word as a bf16 pair (low code, high code) * 2^-14: exact for block
-    exponents >= -111 (LOG2_SHIFT 14; e8m0 bytes >= 16, no float32 subnormals)."""
+    """Byte b of each word -> a bf16 pair (low, high code) * 2^-14, exact for block exponents >= -111 (LOG2_SHIFT)."""
     low = _bf16_bits(_e2m1_times_2_pow_m14((words >> (8 * b)) & 0xF) * scale)
     high = _bf16_bits(_e2m1_times_2_pow_m14((words >> (8 * b + 4)) & 0xF) * scale)
     return _pin(low | (high << 16), PIN)
@@ -2218,11 +2101,8 @@ def _word_pairs_portable(words, scale, b: tl.constexpr, PIN: tl.constexpr):
 def _natural_tile(q_ops, kv_ptr, scale_ptr, tile_start, hi, kv_row_stride, scale_row_stride, qk_scale_log2,
                   m_i, l_i, acc, BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, PIN: tl.constexpr,
                   MASKED: tl.constexpr):
-    """BF16 family, one tile (the tile function of _split_tiles): load it as words, convert
-    it once to bf16 in dim order, scores over 576 dims, online softmax, values over the first
-    512. q_ops: (Q's dims 0..511, its 64 rope dims) in bf16; m_i (16,) the running max of the
-    raw scores, l_i (16,) the sum of p, acc (16, 512) the sum of p * v (relative to m_i).
-    MASKED: the tile may run past hi."""
+    """BF16 family, one tile (_split_tiles' tile function): converted once to bf16, scores over 576 dims, values over
+    512. q_ops: (Q's dims 0..511, rope dims) bf16; m_i, l_i (16,), acc (16, 512). MASKED: may pass hi."""
     q_nope, q_rope = q_ops
     kv_rows, scale_rows = _tile_rows(kv_ptr, scale_ptr, tile_start, kv_row_stride, scale_row_stride, BLOCK_N)
     kv_rows = kv_rows.to(tl.pointer_type(tl.int32))  # row starts are 4-byte aligned
@@ -2253,9 +2133,8 @@ def _bf16_split_kernel(
     BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, PIN: tl.constexpr, SPLIT_TAIL: tl.constexpr,
     MERGE: tl.constexpr, WAVE_FENCES: tl.constexpr = False,
 ):
-    """The BF16 family's program: the SCALED kernel's grid, arguments (less the int32 view
-    and the Q bytes) and results, the tiles by _natural_tile; qk_scale_log2 sm_scale * log2(e)
-    * 2^LOG2_SHIFT[CONVERT] (the converted values carry the shift)."""
+    """The BF16 family's program: the SCALED kernel's grid, arguments (less the int32 view and the Q bytes) and
+    results, tiles by _natural_tile; qk_scale_log2 sm_scale * log2(e) * 2^LOG2_SHIFT[CONVERT] (K's shift)."""
     tl.static_assert((CONVERT == PORTABLE_C) | (CONVERT == GFX950_C), "CONVERT must be PORTABLE or GFX950")
     # phase start: tl.program_id(0)
     q_rows = q_ptr + tl.program_id(1) * q_row_stride + tl.arange(0, NUM_HEADS_C)[:, None] * q_head_stride
@@ -2277,23 +2156,15 @@ def _bf16_split_kernel(
     # phase end: l_i
 
 
-
 # =======================================================================================
 # 7. aiter: fp8 Q + fp8 KV through aiter's persistent decode
 # =======================================================================================
-# Written against aiter at commit f3be04a (2026-03-04), the runner's build: the argument
-# names and order of get_mla_metadata_info_v1, get_mla_metadata_v1 (work_info_set before
-# work_indptr) and mla.mla_decode_fwd below are that version's; tests/test_aiter_glue.py
-# holds a test double with the same signatures. A probe of the live runner read aiter at
-# a722aff38 (2026-03-03, five commits before f3be04a): aiter/mla.py, aiter/ops/attention.py
-# and aiter/utility/fp4_utils.py are the same in both, so are these three signatures. Each
-# plan checks them anyway before its first call (_checked_call): a moved API is a failed
-# candidate (tuning) or one warning and the Triton path, never a crash.
+# Written against aiter f3be04a, the runner's build (the three calls' arguments, as tests/test_aiter_glue.py's test
+# double has them; docs/design.md); _checked_call checks them before a plan's first call: a moved API never crashes.
 AITER_COMMIT = "f3be04a"
 AITER_ERROR = None  # why aiter is not used, when it is not
-# the aiter API dict's keys -> the names the messages and the report use
 AITER_NAMES = {"mla_decode_fwd": "aiter.mla.mla_decode_fwd", "metadata_info": "aiter.get_mla_metadata_info_v1",
-               "metadata_fill": "aiter.get_mla_metadata_v1"}
+               "metadata_fill": "aiter.get_mla_metadata_v1"}  # the API dict's keys -> the names messages use
 
 
 def _import_aiter():
@@ -2306,31 +2177,25 @@ def _import_aiter():
         AITER_ERROR = "MLA_PATH=triton"
         return None
     try:
-        from aiter import dtypes as aiter_dtypes
-        from aiter import get_mla_metadata_info_v1, get_mla_metadata_v1
+        from aiter import dtypes as aiter_dtypes, get_mla_metadata_info_v1, get_mla_metadata_v1
         from aiter.mla import mla_decode_fwd
     except Exception as exc:  # noqa: BLE001 - any import failure leaves the Triton path
         AITER_ERROR = f"import failed: {exc!r}"
-        warnings.warn(f"submission: aiter unavailable, every case runs on Triton ({AITER_ERROR})",
-                      RuntimeWarning)
+        warnings.warn(f"submission: aiter unavailable, every case runs on Triton ({AITER_ERROR})", RuntimeWarning)
         return None
     return {"mla_decode_fwd": mla_decode_fwd, "metadata_info": get_mla_metadata_info_v1,
             "metadata_fill": get_mla_metadata_v1, "fp8": aiter_dtypes.fp8}
 
 
 def aiter_commit_found():
-    """The aiter commit this process imports, as far as files tell (nothing is run): the
-    git hash in the installed distribution's version (setuptools_scm's '+g<hash>'), else the
-    HEAD of the git checkout the package lives in; 'unknown' when neither says."""
-    try:
+    """The aiter commit imported, per files: the version's '+g<hash>', else the checkout's HEAD, else 'unknown'."""
+    with contextlib.suppress(Exception):  # not installed as a distribution: look for a checkout
         import importlib.metadata
         version = importlib.metadata.version("amd-aiter")
         found = re.search(r"[+.]g([0-9a-f]{7,40})", version)
         if found:
             return f"{found.group(1)[:9]} (from the version {version})"
-    except Exception:  # noqa: BLE001 - not installed as a distribution: look for a checkout
-        pass
-    try:
+    with contextlib.suppress(Exception):  # no checkout either: "unknown"
         import aiter
         git = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(aiter.__file__))), ".git")
         with open(os.path.join(git, "HEAD"), encoding="utf-8") as head_file:
@@ -2339,13 +2204,11 @@ def aiter_commit_found():
             with open(os.path.join(git, head[5:]), encoding="utf-8") as ref_file:
                 head = ref_file.read().strip()
         return f"{head[:9]} (from the checkout's HEAD)"
-    except Exception:  # noqa: BLE001 - no checkout either
-        return "unknown"
+    return "unknown"
 
 
 def _disable_aiter(reason, device):
-    """aiter failed outside a tuning candidate's own run: one warning, and the Triton path
-    from now on (choose() and the prediction only pick aiter while AITER is set)."""
+    """aiter failed outside a tuning candidate's run: one warning, and Triton from now on (AITER unset)."""
     global AITER, AITER_ERROR
     AITER, AITER_ERROR = None, reason
     _cached_prediction.cache_clear()
@@ -2355,35 +2218,23 @@ def _disable_aiter(reason, device):
 AITER = _import_aiter()
 AITER_NUM_KV_SPLITS = 32
 
-
-# --- Q to fp8 per tensor, in one or two Triton launches ---------------------------------
-# The reference quantizes Q in torch's bf16 arithmetic (_quantize_fp8_per_tensor below, the
-# twin the kernel is tested and self-checked against, bit for bit):
+# --- Q to fp8 per tensor, in one or two Triton launches: the reference's torch bf16 arithmetic, bit for bit ---
 #   amax  = max |q|                                      exact
 #   scale = bf16(max(amax, bf16(1e-12)) / 448)           float32 division rounded to bf16
 #   q8    = e4m3(clamp(bf16(q / scale), -448, 448))      float32 division -> bf16 -> e4m3, RNE
-# In torch that is 8 dependent launches per call, 9 with kv_last_page_len. Here: Q of at most
-# Q8_ONE_PASS_MAX_ROWS (token, head) rows (batch <= 4) through ONE program in ONE launch
-# (PHASE Q8_ONE_PASS); a larger Q through two launches of one program per token: Q8_AMAX
-# stores each block's amax in partials (plain stores: no atomics, nothing to reset between
-# calls), Q8_QUANTIZE reduces them all and quantizes its rows. kv_last_page_len rides in the
-# first launch. The kernel multiplies by one float32 reciprocal of the scale, which rounds to
-# the quotient's bf16 for every bf16 q and scale (tests/test_aiter_glue.py checks every case).
-# docs/design.md weighs the alternatives (a grid barrier, the last program, atomics).
+# (its twin: _quantize_fp8_per_tensor, 8 launches; why 1 or 2 launches, and the rounding: docs/design.md)
 Q8_ONE_PASS, Q8_AMAX, Q8_QUANTIZE = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)  # the kernel's PHASE
 Q8_ROWS = 16  # (token, head) rows per program in the two-launch form: one token's heads
 Q8_ONE_PASS_MAX_ROWS = 64  # one program quantizes all of Q up to batch 4
 Q8_WARPS = {Q8_ONE_PASS: 8, Q8_AMAX: 4, Q8_QUANTIZE: 4}
 Q8_PARTIALS_BLOCK = tl.constexpr(256)  # block maxima reduced per step (one step up to batch 256)
-# torch's clamp(min=1e-12) on a bf16 tensor clamps at the bound rounded to bf16
-Q8_AMAX_FLOOR = tl.constexpr(float(torch.tensor(1e-12, dtype=torch.bfloat16)))
+Q8_AMAX_FLOOR = tl.constexpr(float(torch.tensor(1e-12, dtype=torch.bfloat16)))  # clamp(min=1e-12) of bf16 Q
 E4M3_MAX = tl.constexpr(448.0)  # e4m3fn's largest finite value
 
 
 @triton.jit
 def _q_rows(q_ptr, first_row, total_rows, q_row_stride, q_head_stride, ROWS: tl.constexpr):
-    """Rows first_row .. first_row + ROWS - 1 of Q seen as (batch * 16, 576), row = token * 16
-    + head -> (rows, row mask, nope (ROWS, 512), rope (ROWS, 64)), float32, 0 where masked."""
+    """ROWS rows of Q as (batch * 16, 576) from first_row -> (rows, mask, nope (ROWS, 512), rope (ROWS, 64) float32)."""
     rows = first_row + tl.arange(0, ROWS)
     ok = rows < total_rows
     base = q_ptr + (rows // NUM_HEADS_C) * q_row_stride + (rows % NUM_HEADS_C) * q_head_stride
@@ -2394,9 +2245,7 @@ def _q_rows(q_ptr, first_row, total_rows, q_row_stride, q_head_stride, ROWS: tl.
 
 @triton.jit
 def _e4m3_bytes(values, inverse_scale):
-    """e4m3(clamp(bf16(values / scale), -448, 448)) as bytes, torch's bf16 arithmetic: the
-    product by float32(1 / scale) rounds to the quotient's bf16 (above), then e4m3, both
-    to nearest even."""
+    """e4m3(clamp(bf16(values / scale), -448, 448)) bytes; values * float32(1 / scale) rounds as the quotient does."""
     ratio = (values * inverse_scale).to(tl.bfloat16).to(tl.float32)
     ratio = tl.minimum(tl.maximum(ratio, -E4M3_MAX), E4M3_MAX)
     return ratio.to(tl.float8e4nv).to(tl.uint8, bitcast=True)
@@ -2415,17 +2264,11 @@ def _partials_max(partials_ptr, num_partials):
 @triton.jit
 def _q_fp8_kernel(q_ptr, kv_indptr_ptr, partials_ptr, q8_ptr, scale_ptr, page_len_ptr, batch, num_partials,
                   q_row_stride, q_head_stride, ROWS: tl.constexpr, PHASE: tl.constexpr):
-    """Q to e4m3 per tensor; grid (cdiv(batch * 16, ROWS),), program p owns rows p * ROWS ..
-    of Q seen as (batch * 16, 576) (row = token * 16 + head; ROWS a multiple of 16).
-
-    q (batch, 16, 576) bf16, strides (q_row_stride, q_head_stride, 1); kv_indptr (batch + 1,)
-    int32; partials (num_partials,) float32 scratch, one block amax per program of the Q8_AMAX
-    launch; outputs: q8 (batch, 16, 576) e4m3 bytes, contiguous; scale (1,) float32; page_len
-    (batch,) int32 = kv_indptr[1:] - kv_indptr[:-1].
-    PHASE Q8_ONE_PASS (one program, ROWS >= batch * 16): everything. Q8_AMAX: the program's
-    page lengths and partials[p] = its block's amax. Q8_QUANTIZE (after Q8_AMAX): the amax of
-    all partials, then the program's rows to q8; program 0 stores the scale.
-    """
+    """Q to e4m3 per tensor; program p of cdiv(batch * 16, ROWS) owns rows p * ROWS .. (row = token * 16 + head; ROWS
+    a multiple of 16). q (batch, 16, 576) bf16, strides (q_row_stride, q_head_stride, 1); kv_indptr (batch + 1,)
+    int32; partials (num_partials,) float32; out: q8 (batch, 16, 576) e4m3 bytes, contiguous, scale (1,) float32,
+    page_len (batch,) int32. PHASE Q8_ONE_PASS (ROWS >= batch * 16): all; Q8_AMAX: page_len, partials[p] = the
+    rows' amax; Q8_QUANTIZE (after Q8_AMAX): the rows, and program 0 the scale."""
     block = tl.program_id(0)
     rows, ok, nope, rope = _q_rows(q_ptr, block * ROWS, batch * NUM_HEADS_C, q_row_stride, q_head_stride, ROWS)
     if PHASE != Q8_QUANTIZE:
@@ -2458,10 +2301,8 @@ def q8_launches(batch):
 
 
 def quantize_q_fp8(q, kv_indptr, q8, q_scale, page_len, partials):
-    """Q (batch, 16, 576) bf16 (unit last stride) -> q8 (batch, 16, 576) e4m3fn contiguous,
-    q_scale (1,) float32 and page_len (batch,) int32 = kv_indptr[1:] - kv_indptr[:-1], written
-    in place in 1 or 2 launches (q8_launches); partials: float32 scratch of >= batch elements.
-    q8 and q_scale are _quantize_fp8_per_tensor's bit for bit."""
+    """Q (batch, 16, 576) bf16 (unit last stride) -> in place: q8, q_scale (_quantize_fp8_per_tensor's bit for bit),
+    page_len; partials: float32 scratch of >= batch elements."""
     batch = q.shape[0]
     for phase, rows, programs, num_warps in q8_launches(batch):
         _launch_kernel(_q_fp8_kernel, (programs,),
@@ -2471,11 +2312,7 @@ def quantize_q_fp8(q, kv_indptr, q8, q_scale, page_len, partials):
 
 
 def _quantize_fp8_per_tensor(q, dtype):
-    """Q to fp8 as the reference does it (bf16 arithmetic): (q8 contiguous, float32 scale (1,)).
-
-    The torch twin of quantize_q_fp8 (8 launches). mla_decode_fwd reads Q as a dense
-    (batch, 16, 576) array, whatever strides q has.
-    """
+    """Q to fp8 as the reference (quantize_q_fp8's torch twin) -> (q8 contiguous, as aiter reads it, scale (1,))."""
     finfo = torch.finfo(dtype)
     scale = q.abs().amax().clamp(min=1e-12) / finfo.max
     q8 = (q / scale).clamp(min=finfo.min, max=finfo.max).to(dtype).contiguous()
@@ -2488,9 +2325,7 @@ def _page_lens(kv_indptr):
 
 
 def q8_edge_case(batch, device):
-    """A (batch, 16, 576) bf16 Q whose amax is 28, so the scale is exactly 1/16 and q / scale
-    runs through every bf16 value of e4m3's range (2^-10 .. 448, ties, subnormals, both signs),
-    then zeros; repeated to fill the shape."""
+    """A (batch, 16, 576) bf16 Q of amax 28 (scale 1/16) whose q / scale runs through every bf16 value e4m3 holds."""
     magnitudes = torch.arange(0x3880, 0x41E1, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)  # 2^-14 .. 28
     values = torch.cat([magnitudes, -magnitudes, torch.zeros(64, dtype=torch.bfloat16)])
     count = batch * NUM_HEADS * QK_HEAD_DIM
@@ -2502,9 +2337,7 @@ class AiterSignatureError(TypeError):
 
 
 def _checked_call(api, name, checked, *args, **kwargs):
-    """api[name](*args, **kwargs), its signature checked against these very arguments
-    before its first call through this plan (`checked`: the names already checked):
-    AiterSignatureError naming the function, its signature and the mismatch otherwise."""
+    """api[name](*args, **kwargs), its signature bound to them first (unless in `checked`): AiterSignatureError."""
     function = api[name]
     if name not in checked:
         try:
@@ -2523,8 +2356,7 @@ def _checked_call(api, name, checked, *args, **kwargs):
 
 
 def _raised_by_aiter(exc, api):
-    """True when `exc` was raised inside aiter: its package, or one of the API's functions
-    (a stand-in's too), is on the traceback; or the glue found its API moved."""
+    """True when `exc` came from aiter (its package or an API function on the traceback) or its API moved."""
     if isinstance(exc, AiterSignatureError):
         return True
     codes = {getattr(getattr(f, "__func__", f), "__code__", None) for f in (api or {}).values()}
@@ -2538,41 +2370,31 @@ def _raised_by_aiter(exc, api):
 
 
 class _AiterPlan:
-    """Metadata buffers, kv_indices, Q's fp8 buffers, which quantization of Q runs, and the
-    last kv_indptr the metadata was built from."""
+    """Metadata buffers, kv_indices, Q's fp8 buffers and quantizer, and the kv_indptr the metadata is from."""
 
     def __init__(self, api, batch, total_kv, device, q_dtype, kv_dtype):
         self.api, self.batch, self.device = api, batch, device
         self.q_dtype, self.kv_dtype = q_dtype, kv_dtype
         self.checked = set()  # the API functions whose signatures took our arguments
         info = _checked_call(api, "metadata_info", self.checked, batch, 1, NUM_HEADS, q_dtype, kv_dtype,
-                             is_sparse=False, fast_mode=False, num_kv_splits=AITER_NUM_KV_SPLITS,
-                             intra_batch_mode=True)
-        (self.work_meta_data, self.work_indptr, self.work_info_set, self.reduce_indptr,
-         self.reduce_final_map, self.reduce_partial_map) = [
-            torch.empty(shape, dtype=dtype, device=device) for shape, dtype in info]
+                             is_sparse=False, fast_mode=False, num_kv_splits=AITER_NUM_KV_SPLITS, intra_batch_mode=True)
+        (self.work_meta_data, self.work_indptr, self.work_info_set, self.reduce_indptr, self.reduce_final_map,
+         self.reduce_partial_map) = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in info]
         self.kv_indices = torch.arange(total_kv, dtype=torch.int32, device=device)
         self.kv_last_page_len = torch.empty(batch, dtype=torch.int32, device=device)
         self.q8 = torch.empty((batch, NUM_HEADS, QK_HEAD_DIM), dtype=q_dtype, device=device)
         self.q_scale = torch.empty(1, dtype=torch.float32, device=device)
         self.q8_partials = torch.empty(batch, dtype=torch.float32, device=device)
-        # "triton" (quantize_q_fp8) or "torch" (its twin): chosen on the first run; the kernel
-        # makes e4m3fn only (the MI355X's fp8; gfx942's e4m3fnuz takes the twin)
+        # "triton" (quantize_q_fp8) or "torch" (its twin), chosen on the first run; the kernel makes e4m3fn only
         self.quantizer = None if q_dtype == torch.float8_e4m3fn else "torch"
         self.built_from = None  # (weakref to kv_indptr, its version counter)
 
     def forget_metadata(self):
-        """Make the next run rebuild the metadata, as a call with a fresh input does: the
-        ranked mode gives every timed call one, and first-call tuning times aiter so."""
+        """Make the next run rebuild the metadata, as a fresh input does (so tuning times aiter as ranked)."""
         self.built_from = None
 
     def _metadata_current(self, kv_indptr):
-        """True when the metadata was built from this very kv_indptr, unmodified since.
-
-        Held by weak reference (a plan keeps no inputs); a new tensor, even at the same
-        address, or an in-place change (version counter) forces a rebuild, which costs one
-        device launch, no sync.
-        """
+        """True when the metadata was built from this very kv_indptr (a weak reference), unmodified since."""
         if self.built_from is None:
             return False
         ref, version = self.built_from
@@ -2585,12 +2407,9 @@ class _AiterPlan:
                 and torch.equal(self.kv_last_page_len, _page_lens(kv_indptr)))
 
     def _choose_quantizer(self, q, kv_indptr):
-        """First run: quantize_q_fp8 must build, launch, and give the twin's bytes, scale and
-        page lengths on q8_edge_case and on this call's Q; otherwise one warning and the twin
-        from then on. Reads results on the host (a sync): the first call is untimed."""
+        """First run: quantize_q_fp8 must give the twin's results on q8_edge_case and this Q, else the twin (warned)."""
         try:
-            ok = all(self._triton_matches_twin(case, kv_indptr)
-                     for case in (q8_edge_case(self.batch, self.device), q))
+            ok = all(self._triton_matches_twin(case, kv_indptr) for case in (q8_edge_case(self.batch, self.device), q))
             why = "its bytes differ from torch's"
         except KernelLaunchError as exc:
             ok, why = False, str(exc)[:300]
@@ -2613,23 +2432,21 @@ class _AiterPlan:
         if rebuild:
             with _marked(AITER_NAMES["metadata_fill"], self.device):
                 _checked_call(
-                    self.api, "metadata_fill", self.checked, qo_indptr, kv_indptr, self.kv_last_page_len,
-                    NUM_HEADS, 1, True, self.work_meta_data, self.work_info_set, self.work_indptr,
-                    self.reduce_indptr, self.reduce_final_map, self.reduce_partial_map, page_size=1,
-                    kv_granularity=16, max_seqlen_qo=1, uni_seqlen_qo=1, fast_mode=False,
-                    max_split_per_batch=AITER_NUM_KV_SPLITS, intra_batch_mode=True, dtype_q=self.q_dtype,
-                    dtype_kv=self.kv_dtype)
+                    self.api, "metadata_fill", self.checked, qo_indptr, kv_indptr, self.kv_last_page_len, NUM_HEADS, 1,
+                    True, self.work_meta_data, self.work_info_set, self.work_indptr, self.reduce_indptr,
+                    self.reduce_final_map, self.reduce_partial_map, page_size=1, kv_granularity=16, max_seqlen_qo=1,
+                    uni_seqlen_qo=1, fast_mode=False, max_split_per_batch=AITER_NUM_KV_SPLITS, intra_batch_mode=True,
+                    dtype_q=self.q_dtype, dtype_kv=self.kv_dtype)
             self.built_from = (weakref.ref(kv_indptr), kv_indptr._version)
         out = torch.empty((self.batch, NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=self.device)
         with _marked(AITER_NAMES["mla_decode_fwd"], self.device):
             _checked_call(
-                self.api, "mla_decode_fwd", self.checked, q8, kv8.view(kv8.shape[0], 1, 1, QK_HEAD_DIM), out,
-                qo_indptr, kv_indptr, self.kv_indices, self.kv_last_page_len, 1, page_size=1, nhead_kv=1,
-                sm_scale=sm_scale, logit_cap=0.0, num_kv_splits=AITER_NUM_KV_SPLITS, q_scale=q_scale,
-                kv_scale=kv_scale, intra_batch_mode=True, work_meta_data=self.work_meta_data,
-                work_indptr=self.work_indptr, work_info_set=self.work_info_set,
-                reduce_indptr=self.reduce_indptr, reduce_final_map=self.reduce_final_map,
-                reduce_partial_map=self.reduce_partial_map)
+                self.api, "mla_decode_fwd", self.checked, q8, kv8.view(kv8.shape[0], 1, 1, QK_HEAD_DIM), out, qo_indptr,
+                kv_indptr, self.kv_indices, self.kv_last_page_len, 1, page_size=1, nhead_kv=1, sm_scale=sm_scale,
+                logit_cap=0.0, num_kv_splits=AITER_NUM_KV_SPLITS, q_scale=q_scale, kv_scale=kv_scale,
+                intra_batch_mode=True, work_meta_data=self.work_meta_data, work_indptr=self.work_indptr,
+                work_info_set=self.work_info_set, reduce_indptr=self.reduce_indptr,
+                reduce_final_map=self.reduce_final_map, reduce_partial_map=self.reduce_partial_map)
         return out
 
 
@@ -2659,13 +2476,7 @@ Q_DTYPES = (torch.bfloat16,)
 
 
 def _validate(data):
-    """-> (q, kv_data, qo_indptr, kv_indptr, batch, kv_len, sm_scale); raises on bad input.
-
-    Checks types, dtypes, shapes, strides, devices and the config's agreement with the
-    tensors. The VALUES of the indptrs cost a device sync to read: check_indptr_values
-    runs on a plan's first call (and every call with MLA_CHECK=1); the kernels make any
-    invalid range a NaN row and never read out of bounds.
-    """
+    """-> (q, kv_data, qo_indptr, kv_indptr, batch, kv_len, sm_scale), or raises (no device sync: no indptr values)."""
     if not isinstance(data, (tuple, list)) or len(data) != 5:
         _fail(TypeError, "data must be the tuple (q, kv_data, qo_indptr, kv_indptr, config)")
     q, kv_data, qo_indptr, kv_indptr, config = data
@@ -2674,9 +2485,7 @@ def _validate(data):
     if not isinstance(kv_data, dict):
         _fail(TypeError, f"kv_data must be a dict, got {type(kv_data).__name__}")
     try:
-        batch = config["batch_size"]
-        kv_len = config["kv_seq_len"]
-        sm_scale = config["sm_scale"]
+        batch, kv_len, sm_scale = config["batch_size"], config["kv_seq_len"], config["sm_scale"]
         for key, expected in CONFIG_EXPECTED.items():
             if config[key] != expected:
                 _fail(ValueError, f"config[{key!r}] must be {expected}, got {config[key]!r}")
@@ -2704,17 +2513,11 @@ def _validate(data):
 
 
 def check_indptr_values(qo_indptr, kv_indptr, total_kv):
-    """The indptr VALUES, read on the host (a device sync): ValueError on the first bad one.
-
-    Run on the first call of every plan and, with MLA_CHECK=1, on every call. Later calls
-    rely on the kernels, which turn an invalid range into a NaN row and never read out of
-    bounds.
-    """
+    """ValueError on the first bad indptr value (a device sync: a plan's first call, or MLA_CHECK=1; else NaN rows)."""
     qo = qo_indptr.tolist()
     if qo != list(range(len(qo))):
         bad = next(i for i, v in enumerate(qo) if v != i)
-        _fail(ValueError, f"qo_indptr must be 0, 1, ..., batch_size (q_seq_len 1); "
-                          f"qo_indptr[{bad}] = {qo[bad]}")
+        _fail(ValueError, f"qo_indptr must be 0, 1, ..., batch_size (q_seq_len 1); qo_indptr[{bad}] = {qo[bad]}")
     kv = kv_indptr.tolist()
     if kv[0] < 0 or kv[-1] > total_kv:
         _fail(ValueError, f"kv_indptr must lie in [0, total_kv={total_kv}], got first {kv[0]}, last {kv[-1]}")
@@ -2744,9 +2547,8 @@ def _mxfp4_operands(kv_data, device):
         _fail(ValueError, f"kv_data['mxfp4'][0] must be (total_kv, 1, {PACKED_ROW_BYTES}) with unit "
                           f"last stride, got shape {tuple(packed.shape)} strides {packed.stride()}")
     if scales.shape[0] < total_kv or scales.shape[1] < SCALE_COLS or scales.stride(1) != 1:
-        _fail(ValueError, f"kv_data['mxfp4'][1] must cover (total_kv={total_kv}, {SCALE_COLS}) e8m0 "
-                          f"scales with unit column stride, got shape {tuple(scales.shape)} "
-                          f"strides {scales.stride()}")
+        _fail(ValueError, f"kv_data['mxfp4'][1] must cover (total_kv={total_kv}, {SCALE_COLS}) e8m0 scales with unit "
+                          f"column stride, got shape {tuple(scales.shape)} strides {scales.stride()}")
     if packed.device != device or scales.device != device:
         _fail(ValueError, f"kv_data['mxfp4'] must be on {device} with q")
     return packed, scales
@@ -2774,9 +2576,7 @@ def _fp8_operands(kv_data, device):
 # =======================================================================================
 
 def quantize_q_reference(q):
-    """The torch twin of the SCALED family's Q quantization (_quantize_e4m3_blocks) ->
-    (q8, qs, dequantized Q in float32): the bytes the kernel must write bit for bit, and
-    what the scaled kernels multiply with."""
+    """Torch twin of _quantize_e4m3_blocks -> (q8, qs: the kernel's bytes, bit for bit; dequantized Q float32)."""
     batch = q.shape[0]
     blocks = q.float().reshape(batch, NUM_HEADS, SCALE_COLS, 32)
     bits = blocks.abs().amax(dim=-1).contiguous().view(torch.int32)
@@ -2788,10 +2588,7 @@ def quantize_q_reference(q):
 
 
 def _laid_out_like(values, template):
-    """`values` (a CPU tensor) on template's device with template's strides and the same
-    16-byte alignment class of its address: Triton specializes pointer arguments on 16-byte
-    alignment and the stride arguments on their values, so a kernel launched on this copy
-    runs the binary a launch on `template` runs."""
+    """`values` (CPU) on template's device, strides and address modulo 16: a launch on it runs template's binary."""
     storage_elements = 1 + sum((size - 1) * stride for size, stride in zip(values.shape, template.stride()))
     offset = template.data_ptr() % 16 // values.element_size()  # the same address modulo 16
     storage = torch.zeros(storage_elements + offset, dtype=values.dtype, device=template.device)
@@ -2801,23 +2598,11 @@ def _laid_out_like(values, template):
 
 
 def _synthetic_case(block_n, num_splits, like):
-    """A small MXFP4 input covering every code, both nibbles, uneven scales and a partial
-    tile, laid out like the real call's (q, packed, scales) in `like` (_laid_out_like):
-    what each variant is checked on before its first use. Sequences 0 and 1 are well
-    conditioned (block scales 2^-4..2^0, scores of order one): with large values the softmax
-    picks one token, and a rounding difference between two equally right kernels flips
-    which. Sequence 2 has two whole tiles per split, and in the second tile of split 0 one
-    key aligned with head 0's query (codes 6 x its signs, scale 1): its score exceeds the
-    first tile's maximum by far more than 2^ONCE_OVERFLOW_LOG2 in p, so the ONCE family runs
-    its second pass (from the true maximum) on the check, on the hardware, before any real
-    call relies on it; that token then carries head 0's output alone. The scale rows are as
-    wide as the real ones (zero padding past the 18 scales): the Gluon kernel copies whole
-    words of each row, the last row's too (gluon_layout_problem)."""
+    """The MXFP4 input a variant is checked on first, laid out like `like` (the call's q, packed, scales): every code,
+    uneven scales, a partial tile, a key that forces ONCE's second pass, full-width scale rows (docs/design.md)."""
     gen = torch.Generator(device="cpu").manual_seed(20261130)
     lengths = (2 * block_n + 5, 2 * block_n + 5, 2 * max(num_splits, 1) * block_n)
-    bounds = [0]
-    for length in lengths:
-        bounds.append(bounds[-1] + length)
+    bounds = [sum(lengths[:count]) for count in range(len(lengths) + 1)]
     packed = torch.randint(0, 256, (bounds[-1], 1, PACKED_ROW_BYTES), dtype=torch.uint8, generator=gen)
     scales = torch.randint(123, 128, (bounds[-1], SCALE_COLS), dtype=torch.uint8, generator=gen)
     q = torch.randn((len(lengths), NUM_HEADS, QK_HEAD_DIM), generator=gen).to(torch.bfloat16)
@@ -2837,8 +2622,7 @@ E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -
 
 
 def _exact_attention(q_rows, packed, scales, kv_indptr, sm_scale, sequences):
-    """float32 attention on the dequantized MXFP4 cache, in torch, for the listed sequences
-    (q_rows: their Q, (len(sequences), 16, 576)) -> (len(sequences), 16, 512). For the checks."""
+    """float32 attention on the dequantized cache for `sequences` (q_rows: their Q (S, 16, 576)) -> (S, 16, 512)."""
     bounds = kv_indptr.tolist()
     table = torch.tensor(E2M1_VALUES, device=packed.device)
     codes_per_row = packed.reshape(packed.shape[0], PACKED_ROW_BYTES)
@@ -2858,19 +2642,15 @@ REAL_CHECK_SEQUENCES = 8  # sequences of a first call's real input each new vari
 
 
 def check_sample(batch):
-    """The sequences a first call's output is checked on: all of them up to
-    REAL_CHECK_SEQUENCES, else that many spread evenly, the first and the last included."""
+    """The sequences a first call's output is checked on: up to REAL_CHECK_SEQUENCES, spread evenly, ends included."""
     if batch <= REAL_CHECK_SEQUENCES:
         return list(range(batch))
     return sorted({round(i * (batch - 1) / (REAL_CHECK_SEQUENCES - 1)) for i in range(REAL_CHECK_SEQUENCES)})
 
 
 def check_output(variant, q, packed, scales, kv_indptr, out, scratch, sm_scale, sequences):
-    """None when `out` agrees with float32 attention on the same MXFP4 data for the listed
-    sequences: every element within SELF_CHECK_ATOL + SELF_CHECK_RTOL * |exact| (NaN only
-    where the exact value is NaN: e8m0 byte 255 in the data).
-    The SCALED family is held to its own e4m3 Q, and the Q bytes its split 0 wrote must be
-    quantize_q_reference's bit for bit. Else a line saying what disagreed."""
+    """None when `out` is within SELF_CHECK_ATOL + SELF_CHECK_RTOL * |exact| of float32 attention on `sequences` (NaN
+    where exact is; SCALED: its e4m3 Q, bytes quantize_q_reference's), else a line saying what disagreed."""
     index = torch.tensor(sequences, device=q.device)
     q_rows = q.index_select(0, index)
     if variant.scores != BF16_SCORES:
@@ -2882,7 +2662,6 @@ def check_output(variant, q, packed, scales, kv_indptr, out, scratch, sm_scale, 
     exact = _exact_attention(q_rows, packed, scales, kv_indptr, sm_scale, sequences)
     got = out.index_select(0, index).float()
     error = (got - exact).abs()
-    # NaN is bad, except where float32 attention is NaN too (an e8m0 byte 255 in the data)
     bad = ~(error <= SELF_CHECK_ATOL + SELF_CHECK_RTOL * exact.abs()) & ~(exact.isnan() & got.isnan())
     if bool(bad.any()):
         return (f"{int(bad.sum())} of {bad.numel()} elements outside {SELF_CHECK_ATOL} + {SELF_CHECK_RTOL} |exact| "
@@ -2891,18 +2670,8 @@ def check_output(variant, q, packed, scales, kv_indptr, out, scratch, sm_scale, 
 
 
 def self_check(variant, num_splits, like, sm_scale, dims):
-    """None when `variant` at `num_splits` (and `dims` per combine program) computes
-    attention right on the synthetic input
-    (_synthetic_case, laid out like the real call's (q, packed, scales) in `like`), else
-    what disagreed (check_output). It launches exactly what the plan will: the same
-    constexprs (merge included), the same stride and alignment classes, and total_kv and
-    num_splits are not specialized, so the binary checked is the binary that runs
-    (tools/count_binaries.py shows one binary per kernel after a call). A failure to build,
-    fit or launch raises KernelLaunchError.
-
-    Every variant is checked before its first use, portable ones too: on the H200 a 16-token
-    form once gave wrong answers that the interpreter did not.
-    """
+    """None when `variant` at `num_splits` (`dims` per combine program) is right on _synthetic_case(like), launched
+    as the plan will (the same binary), else what disagreed; KernelLaunchError if it fails to build or launch."""
     q, packed, scales, qo_indptr, kv_indptr = _synthetic_case(variant.block_n, num_splits, like)
     batch = q.shape[0]
     out = torch.empty((batch, NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=q.device)
