@@ -19,7 +19,8 @@ Contents, in the order of a gfx950 call:
 Environment: MLA_PATH=triton|aiter forces a path, MLA_CONVERT=portable the portable conversion,
 MLA_GLUON=0 turns the Gluon kernel off, MLA_CHECK=1 checks the indptr values on every call, MLA_TUNE=0
 turns first-call tuning off (1: also on a CPU), MLA_TABLE=0 ignores the table, MLA_PROBES=0 the machine
-probes. tests/test_surface.py declares the names eval.py, tools/ and tests/ use; docs/design.md the design.
+probes. tests/test_surface.py declares the names eval.py, tools/ and tests/ use; docs/design.md the design,
+docs/code_notes.md the longer reasons behind each definition.
 """
 import contextlib
 import functools
