@@ -859,14 +859,14 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_S
     if scores == ONCE_SCORES:
         gluon = gluon_capable(arch) and (block_n, num_warps) == (GL_BLOCK_N, GL_NUM_WARPS)
         order = [Variant(GFX950, 0, block_n, num_warps, 1, False, ONCE_SCORES, gluon=True)] if gluon else []
-        order += variants_for(arch, platform, *ONCE_FALLBACK_TILE, SCALED_SCORES, merge_after)
+        order += variants_for(arch, platform, *ONCE_FALLBACK_TILE, SCALED_SCORES)
     elif scores == SCALED_SCORES:
         convert = PORTABLE if portable_only else SCALED_NATIVE.get(arch, PORTABLE)
         order = [Variant(convert, 0, block_n, num_warps, num_stages, True, SCALED_SCORES,
                          early_tile=early_tile(block_n, num_stages))]
         if num_stages > 1:
             order.append(order[0]._replace(num_stages=1, early_tile=early_tile(block_n, 1)))
-        order += variants_for(arch, platform, *SCALED_FALLBACK_TILE, BF16_SCORES, merge_after)
+        order += variants_for(arch, platform, *SCALED_FALLBACK_TILE, BF16_SCORES)
     else:
         order = []
         native = NATIVE_CONVERT.get(arch)
@@ -875,7 +875,7 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_S
         order.append(Variant(PORTABLE, PIN_BY_PLATFORM[platform], block_n, num_warps, num_stages))
         if platform == "hip":  # no inline asm at all, small tiles: spill-free without the pin
             order.append(Variant(PORTABLE, 0, PLAIN_BLOCK_N, num_warps, 1))
-    merged = [variant._replace(merge=merge_after) for variant in order]
+    merged = [variant._replace(merge=merge_after) for variant in order]  # every form's merge, fallbacks' too
     first = [merged[0]._replace(merge=MERGE_FUSED, wave_fences=platform == "hip")] if merge == MERGE_FUSED else []
     return first + merged
 

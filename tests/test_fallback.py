@@ -299,6 +299,11 @@ def test_the_fallback_order_is_native_pinned_then_plain(sub):
         fused = sub.variants_for(arch, platform, 64, 4, 2, sub.BF16_SCORES, sub.MERGE_FUSED)
         combine = sub.variants_for(arch, platform, 64, 4, 2, sub.BF16_SCORES, sub.MERGE_COMBINE)
         assert fused == [combine[0]._replace(merge=sub.MERGE_FUSED, wave_fences=platform == "hip")] + combine
+    # a DIRECT plan (one split): every form of every family, fallbacks included, writes the output itself
+    for scores, (block_n, num_warps) in ((sub.BF16_SCORES, (64, 4)), (sub.SCALED_SCORES, (128, 8)),
+                                         (sub.ONCE_SCORES, (sub.GL_BLOCK_N, sub.GL_NUM_WARPS))):
+        direct = sub.variants_for("gfx950", "hip", block_n, num_warps, 2, scores, sub.MERGE_DIRECT)
+        assert len(direct) > 2 and {v.merge for v in direct} == {sub.MERGE_DIRECT}, sub.FAMILY_NAMES[scores]
 
 
 @pytest.mark.parametrize("family, merge", [("BF16", "COMBINE"), ("SCALED", "COMBINE"), ("SCALED", "FUSED"),

@@ -118,8 +118,8 @@ MUTATIONS = [
     # --- the combine as a dependent launch (NVIDIA sm_90+) ---
     mutation("the SCALED kernel launched without its EARLY_TILE form", 'constants["EARLY_TILE"] = variant.early_tile',
              'constants["EARLY_TILE"] = False', FALLBACK + ["own_split_kernel"]),
-    mutation("the SCALED family's BF16 fallback merges through the combine whatever the plan's merge",
-             "*SCALED_FALLBACK_TILE, BF16_SCORES, merge_after)", "*SCALED_FALLBACK_TILE)",
+    mutation("the fallback forms keep the merge their own variants_for gave them (COMBINE), not the plan's",
+             "    merged = [variant._replace(merge=merge_after) for variant in order]", "    merged = list(order)",
              FALLBACK + ["fallback_order"]),
     mutation("fused: the first program to finish merges", "finished = tl.atomic_add(count_ptr + seq, 1, sem=\"acq_rel\", "
              "scope=\"gpu\") + 1", "finished = tl.atomic_add(count_ptr + seq, 1, sem=\"acq_rel\", scope=\"gpu\")",
@@ -367,7 +367,7 @@ MUTATIONS = [
              "    scores = tl.where((tile_start + tl.arange(0, BLOCK_N) < hi)[None, :], scores, float(\"-inf\"))\n", "",
              KERNEL + ["every_variant and once-portable and 129"], path="tests/once_twin.py"),
     mutation("variants_for: the Gluon kernel offered with no fallback after it",
-             "        order += variants_for(arch, platform, *ONCE_FALLBACK_TILE, SCALED_SCORES, merge_after)\n", "",
+             "        order += variants_for(arch, platform, *ONCE_FALLBACK_TILE, SCALED_SCORES)\n", "",
              FALLBACK + ["gluon_kernel_failing"]),
     mutation("gluon: the import unguarded (a Triton without Gluon breaks the file)",
              "    except Exception as exc:  # noqa: BLE001 - any failure means no Gluon kernel",
