@@ -1303,14 +1303,21 @@ def read_tuning_log(log_text: str, log_name: str) -> dict:
     if not reports:
         raise IngestError(f"no first-call tuning report in {log_name}: no line starts it "
                           f"('submission: first-call tuning (...): architecture ...')")
-    blocks = marked_blocks(log_text, log_name, MACHINE_BEGIN, MACHINE_END)
-    machine = {}
-    for line_number, block in blocks:
-        figures, provenance = parse_machine_block(block, f"{log_name} line {line_number}")
-        machine.update({name: (figures[name], provenance[name]) for name in figures})
+    machine = machine_entries(log_text, log_name)
     for found in reports.values():
         found["machine"] = machine
     return reports
+
+
+def machine_entries(text: str, name: str) -> dict:
+    """{arch: (figures, provenance)} of every MEASURED MACHINE block in a text (a log or a
+    submission), each checked by parse_machine_block; a later block's entry for an
+    architecture replaces an earlier one's. {} without a block."""
+    entries = {}
+    for line_number, block in marked_blocks(text, name, MACHINE_BEGIN, MACHINE_END):
+        figures, provenance = parse_machine_block(block, f"{name} line {line_number}")
+        entries.update({arch: (figures[arch], provenance[arch]) for arch in figures})
+    return entries
 
 
 def model_machine(report: dict, arch: str, log_name: str, kept_path: Path) -> tuple:

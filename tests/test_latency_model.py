@@ -225,3 +225,21 @@ def test_every_candidate_description_reads_back_as_its_choice(sub, monkeypatch):
             launch = choice if choice[0] == "aiter" else ("triton", *sub.make_launch(*choice[1:]))
             assert latency_model.choice_from_description(sub.describe_choice(choice)) == launch
     assert latency_model.choice_from_description("scaled t128 w8 s4 combine") is None
+
+
+def test_every_reader_of_a_log_keeps_each_architectures_last_machine_block(sub, tmp_path):
+    """A log with a gfx950 block, then an sm_90 one, then a newer gfx950 one: the model, the
+    probe check and the report reader all see the newer gfx950 figures and the sm_90 ones
+    (one reader, eval.machine_entries; the model once read the last block only and lost gfx950)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import machine_probe_check
+
+    def block(arch, launch_us):
+        return sub.machine_block({"arch": arch, "device": DEVICE, "figures": {**FIGURES, "launch_us": launch_us},
+                                  "wall_s": 0.5})
+    log = tmp_path / "log.txt"
+    log.write_text("\n".join([block("gfx950", 6.0), block("sm_90", 3.0), block("gfx950", 7.0)]) + "\n")
+    figures, provenance = latency_model.measured_machine(log, "gfx950")
+    assert figures["launch_us"] == 7.0 and DEVICE in provenance
+    found = machine_probe_check.machine_figures(log.read_text(), log.name)
+    assert {arch: f["launch_us"] for arch, f in found.items()} == {"gfx950": 7.0, "sm_90": 3.0}

@@ -262,19 +262,18 @@ def format_comparison(compared, machine_names):
 
 
 def measured_machine(path, arch):
-    """The MEASURED MACHINE entry for `arch` in the file at `path` (a submission or a log):
-    (figures, provenance), or (None, why not). A block of another architecture is refused."""
+    """The MEASURED MACHINE entry for `arch` in the file at `path` (a submission or a log; the
+    last block's entry where several hold it): (figures, provenance), or (None, why not)."""
     import eval as harness
     text = Path(path).read_text(encoding="utf-8", errors="replace")
-    blocks = harness.marked_blocks(text, Path(path).name, harness.MACHINE_BEGIN, harness.MACHINE_END)
-    if not blocks:
+    if harness.MACHINE_BEGIN not in text:
         return None, f"{path} has no MEASURED MACHINE block"
-    machine, machine_on = harness.parse_machine_block(blocks[-1][1], f"{Path(path).name} line {blocks[-1][0]}")
-    if arch not in machine:
-        held = ", ".join(sorted(machine))
+    entries = harness.machine_entries(text, Path(path).name)
+    if arch not in entries:
+        held = ", ".join(sorted(entries))
         return None, (f"{path}'s MEASURED MACHINE block holds {held}, not {arch}: another device, refused" if held
                       else f"{path}'s MEASURED MACHINE block is empty (nothing ingested yet)")
-    return machine[arch], machine_on[arch]
+    return entries[arch]
 
 
 def main(argv=None):

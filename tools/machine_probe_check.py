@@ -47,9 +47,8 @@ RUNNER_FILES = ("eval.py", "utils.py")  # the runner's own, unmodified; task.py 
 
 
 def machine_figures(text, name):
-    """{arch: figures} of the last MEASURED MACHINE block in a text ({} without one)."""
-    blocks = harness.marked_blocks(text, name, harness.MACHINE_BEGIN, harness.MACHINE_END)
-    return harness.parse_machine_block(blocks[-1][1], name)[0] if blocks else {}
+    """{arch: figures} of a text's MEASURED MACHINE blocks (harness.machine_entries; {} without one)."""
+    return {arch: figures for arch, (figures, _) in harness.machine_entries(text, name).items()}
 
 
 def phase_round_trip_us(records):
