@@ -47,16 +47,16 @@ def build_report(tmp_path_factory, pythonpath):
     return json.loads(out.read_text())
 
 
-def json_from_runner_triton(script, newest=False, **env_extra):
-    """Run `script` with the runner's Triton (newest: this environment's own) in a subprocess
-    (this process has the interpreter on and the newest Triton imported) -> the JSON of its
-    last stdout line."""
+def json_from_runner_triton(script, *argv, newest=False, **env_extra):
+    """Run `script` (with `argv`) with the runner's Triton (newest: this environment's own) in a
+    subprocess (this process has the interpreter on and the newest Triton imported) -> the
+    JSON of its last stdout line."""
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
     env.update(env_extra)
     if not newest:
         env["PYTHONPATH"] = runner_triton_dir()
-    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=1200)
+    result = subprocess.run([sys.executable, "-c", script, *argv], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=1200)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.splitlines()[-1])
 
@@ -620,13 +620,8 @@ def ring_builds(tmp_path_factory):
     """{"permuted": amdgcn text, "flat": amdgcn text} of the Gluon kernel (COMBINE) with the
     runner's Triton."""
     folder = tmp_path_factory.mktemp("ring")
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
-    env.update(PYTHONPATH=runner_triton_dir(), TRITON_DEFAULT_FP_FUSION="1", TRITON_ALWAYS_COMPILE="1",
-               TRITON_CACHE_DIR=str(folder / "cache"))
-    result = subprocess.run([sys.executable, "-c", RING_BUILDS_SCRIPT, str(folder)], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=1200)
-    assert result.returncode == 0, result.stderr[-3000:]
-    paths = json.loads(result.stdout.splitlines()[-1])
+    paths = json_from_runner_triton(RING_BUILDS_SCRIPT, str(folder), TRITON_DEFAULT_FP_FUSION="1",
+                                    TRITON_ALWAYS_COMPILE="1", TRITON_CACHE_DIR=str(folder / "cache"))
     return {name: open(path).read() for name, path in paths.items()}
 
 

@@ -16,10 +16,11 @@ from conftest import ROOT
 from test_first_call_tuning import FakeClock, fake_world, simulate_mi355x
 
 sys.path.insert(0, str(ROOT / "tools"))
+import compile_report  # noqa: E402
 import latency_model  # noqa: E402
 
 CPU = torch.device("cpu")
-CASES = [(4, 1024), (4, 8192), (32, 1024), (32, 8192), (64, 1024), (64, 8192), (256, 1024), (256, 8192)]
+CASES = compile_report.LEADERBOARD_CASES
 DEVICE = "AMD Instinct MI355X"
 FIGURES = {"units": 256, "clock_mhz": 2100.0, "memory_clock_mhz": 1900.0, "memory_bus_bits": 8192, "xcds": None,
            "launch_us": 6.0, "two_launches_us": 10.5, "copy_gbs": 5000.0, "hbm_round_trip_us": 1.6,

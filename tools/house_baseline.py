@@ -20,7 +20,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 VARIANT_KEY = ("kernel_role", "family", "convert", "BLOCK_N", "num_warps", "num_stages", "MERGE")
-CASES = [(4, 1024), (4, 8192), (32, 1024), (32, 8192), (64, 1024), (64, 8192), (256, 1024), (256, 8192)]
 
 
 def _role(row):
@@ -69,7 +68,8 @@ def candidate_lists():
         sub.gluon_capable, sub.AITER = (lambda arch: arch == "gfx950"), None
         stack.callback(lambda: setattr(sub, "gluon_capable", saved[0]) or setattr(sub, "AITER", saved[1]))
         device = sub.torch.device("cpu")
-        return {str(case): [sub.describe_choice(c) for c in sub.ranked_candidates(*case, device)] for case in CASES}
+        return {str(case): [sub.describe_choice(c) for c in sub.ranked_candidates(*case, device)]
+                for case in compile_report.LEADERBOARD_CASES}
 
 
 def main():
