@@ -41,7 +41,7 @@ SCALED_SCORES SCALE_COLS SOURCE_ID TABLE_BEGIN TABLE_END TUNED TUNE_CASES TUNE_C
 TUNE_CASE_WALL_S TUNE_LOG TUNE_ROUNDS TUNE_TOTAL_WALL_S V_DIM_C V_HEAD_DIM Variant
 aiter_commit_found candidate_groups check_output check_sample choose combine_dims custom_kernel
 default_launch describe_choice error_summary fresh_tune_log gl gluon gluon_capable
-gluon_layout_problem kernel_times_us machine_lines machine_probes make_launch make_scratch
+gluon_layout_problem kernel_times_us machine_block machine_lines machine_probes make_launch make_scratch
 measure_machine once_launch predicted_choice q8_edge_case q8_launches quantize_q_fp8
 quantize_q_reference ranked_candidates scaled_launch self_check source_id time_call_us tl torch
 triton tune_first_call tuning_report variants_for
