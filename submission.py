@@ -156,6 +156,8 @@ def _plan(key, factory, qo_indptr=None, kv_indptr=None, total_kv=None):
         plan = _PLANS[key] = factory()
         if len(_PLANS) > MAX_PLANS:
             _PLANS.popitem(last=False)
+    else:
+        _PLANS.move_to_end(key)
     return plan
 
 
@@ -212,12 +214,9 @@ def predicted_choice(batch, kv_len, device, num_sms):
     launch = default_launch(batch, kv_len, num_sms)
     if arch in SCALED_NATIVE:
         scaled = scaled_launch(batch, kv_len, num_sms)
-        first = variants_for(arch, _platform(device), scaled.block_n, scaled.num_warps, scaled.num_stages,
-                             SCALED_SCORES, scaled.merge)[0]
-        if first not in FAILED_VARIANTS:
+        if launch_variants(scaled, device)[0] not in FAILED_VARIANTS:
             return ("triton", *scaled)
-    native = variants_for(arch, _platform(device), launch.block_n, launch.num_warps, launch.num_stages,
-                          BF16_SCORES, launch.merge)[0]
+    native = launch_variants(launch, device)[0]
     if AITER is not None and (native.convert == PORTABLE or native in FAILED_VARIANTS) and batch * kv_len > 65536:
         return ("aiter",)
     return ("triton", *launch)
@@ -811,6 +810,7 @@ class Variant(NamedTuple):
     early_tile: bool = False  # SCALED: the first tile's loads before Q is quantized (EARLY_TILE)
     gluon: bool = False  # the ONCE family's Gluon kernel (_gluon_split_kernel, gfx950)
 
+    @functools.lru_cache(maxsize=None)  # noqa: B019 - a handful of variants per process; every launch asks
     def describe(self):
         flags = ((self.split_tail, "unmasked full tiles + masked tail"), (self.gluon, "Gluon kernel"),
                  (self.wave_fences, "fences in every wave"), (self.early_tile, "first tile early"))
@@ -889,9 +889,11 @@ class SplitLaunch(NamedTuple):
     scores: int = BF16_SCORES  # the kernel family
     merge: int = MERGE_COMBINE  # MERGE_DIRECT exactly when num_splits is 1
 
-    def describe(self):
-        return (f"{FAMILY_NAMES.get(self.scores, self.scores)} tile {self.block_n} warps {self.num_warps} "
-                f"splits {self.num_splits} stages {self.num_stages} merge {MERGE_NAMES.get(self.merge, self.merge)}")
+
+def launch_variants(launch, device):
+    """variants_for of one SplitLaunch on `device`: the forms its plan tries, in order."""
+    return variants_for(_arch(device), _platform(device), launch.block_n, launch.num_warps, launch.num_stages,
+                        launch.scores, launch.merge)
 
 
 @functools.lru_cache(maxsize=256)
@@ -1088,8 +1090,7 @@ class _TritonPlan:
 
     def __init__(self, batch, launch, device, sm_scale):
         self.batch, self.device, self.sm_scale, self.launch = batch, device, sm_scale, launch
-        self.variants = variants_for(_arch(device), _platform(device), launch.block_n, launch.num_warps,
-                                     launch.num_stages, launch.scores, launch.merge)
+        self.variants = launch_variants(launch, device)
         self.variant = None  # chosen on the first run
         self.scratch = make_scratch(batch, launch.num_splits, device, self.variants)
         self.combine_dims = combine_dims(batch, _num_sms(device))
@@ -1110,6 +1111,7 @@ class _TritonPlan:
         q, packed, scales, qo_indptr, kv_indptr, out = args
         for variant in self.variants:
             if variant in FAILED_VARIANTS:
+                self.failures.append((variant, "not run: it failed earlier in this process"))
                 continue
             problem = variant.gluon and gluon_layout_problem(q, packed, scales, self.batch, self.launch.num_splits)
             if problem:  # this call's tensors only: not a failure of the variant
