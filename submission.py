@@ -477,6 +477,7 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
     TUNE_LOG["spent_timing_s"] += clock() - timing_start
     measured = [(sum(t) / len(t), choice, len(t)) for choice, t in timed if t]
     entry["tried"] = sorted(measured)
+    TUNED[(_arch(device), batch, kv_len)] = None  # tuned once, even where no candidate ran (choose: the prediction)
     if measured:
         entry["pick"] = min(measured)[1]
         entry["pick_us"] = min(measured)[0]

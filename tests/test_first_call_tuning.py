@@ -342,6 +342,19 @@ def test_out_of_memory_and_device_faults_propagate_from_tuning(sub, monkeypatch,
     assert not sub.TUNED
 
 
+def test_a_case_where_no_candidate_ran_is_tuned_once(sub, monkeypatch):
+    """Every candidate failed: the case runs the prediction and is not tuned again on the
+    next call (its report printed once), while another case still is."""
+    monkeypatch.setenv("MLA_TUNE", "1")
+    clock = FakeClock()
+    ranked = sub.ranked_candidates(4, 1024, CPU)
+    run_choice, timer = fake_world(sub, lambda c: 1.0, clock, failing=set(ranked))
+    assert sub._needs_tuning(4, 1024, CPU)
+    assert sub.tune_first_call(4, 1024, CPU, run_choice, clock=clock, timer=timer) is None
+    assert not sub._needs_tuning(4, 1024, CPU) and sub._needs_tuning(4, 8192, CPU)
+    assert sub.choose(4, 1024, CPU) == ("triton", *sub.make_launch(*sub.predicted_choice(4, 1024, CPU, 4)[1:]))
+
+
 def test_a_candidate_whose_own_form_fell_back_is_dropped_and_reported(sub):
     """Its plan ran a fallback (its own form failed a check): timing it would rank another
     form under its name, so it is reported and dropped."""
