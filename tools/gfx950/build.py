@@ -1,0 +1,121 @@
+"""Build a Triton or Gluon kernel for gfx950 with the runner's Triton (3.6.0), as the
+runner's JIT would for the same arguments, on a machine without a GPU.
+
+    built = build(kernel, args, constexprs, num_warps=4, num_stages=None)
+    built.asm          # the amdgcn text
+    built.shared       # bytes of LDS the launch allocates (Triton allocates it dynamically)
+    built.params       # [(name, kind)] of the kernel's arguments in kernarg order
+                       #   kind: '*fp32'-style pointer, 'i32', 'fp32', ...
+
+The build runs in a subprocess with the runner's Triton first on PYTHONPATH (this process
+may have a newer Triton imported, or its interpreter switched on). The kernel's module is
+imported there from its file; its arguments are described, not sent: a tensor by its
+dtype, the device address the emulator gives it and its size, so Triton 3.6.0's own
+binder specializes them as at a launch (16-byte alignment, integers equal to 1 or
+divisible by 16, buffers under 2 GB). Builds are cached on disk by the module file's text,
+the kernel, the argument description and the options.
+"""
+import hashlib
+import inspect
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER_TRITON = "3.6.0"
+CACHE_DIR = Path(os.environ.get("GFX950_BUILD_CACHE", ROOT / ".cache" / "gfx950-builds"))
+
+
+class BuildError(RuntimeError):
+    """The kernel did not build for gfx950: carries the compiler's message."""
+
+
+@dataclass(frozen=True)
+class Built:
+    name: str
+    asm: str
+    shared: int
+    num_warps: int
+    params: tuple        # ((name, kind), ...) of the runtime (non-constexpr) arguments, in order
+    signature: dict      # every parameter's kind as the binder specialized it
+    triton: str
+
+
+def runner_triton_dir():
+    """The runner's Triton: RUNNER_TRITON_DIR, else this repository's .ci/triton-<version>,
+    installed there on first use (one line says so)."""
+    target = os.environ.get("RUNNER_TRITON_DIR") or str(ROOT / ".ci" / f"triton-{RUNNER_TRITON}")
+    if not (Path(target) / "triton").is_dir():
+        print(f"gfx950: installing the runner's Triton {RUNNER_TRITON} into {target} (once, ~640 MB)",
+              file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        "--no-deps", "--target", target, f"triton=={RUNNER_TRITON}"], check=True, timeout=900)
+    return target
+
+
+def _kernel_function(kernel):
+    """The Python function behind a triton.jit / gluon.jit object (or an interpreted one)."""
+    fn = getattr(kernel, "fn", None)
+    if fn is None:
+        raise TypeError(f"kernel: expected a triton.jit or gluon.jit function, got {type(kernel).__name__}")
+    return fn
+
+
+def describe_argument(value, address=None):
+    """One argument as the build subprocess needs it (JSON)."""
+    if hasattr(value, "data_ptr") and hasattr(value, "dtype"):
+        if address is None:
+            raise ValueError("a tensor argument needs the device address the emulator gives it")
+        nbytes = value.untyped_storage().nbytes() if hasattr(value, "untyped_storage") else value.numel() * value.element_size()
+        return {"kind": "tensor", "dtype": str(value.dtype), "address": int(address), "nbytes": int(nbytes)}
+    if isinstance(value, bool):
+        return {"kind": "bool", "value": value}
+    if isinstance(value, int):
+        return {"kind": "int", "value": value}
+    if isinstance(value, float):
+        return {"kind": "float", "value": value}
+    if value is None:
+        return {"kind": "none"}
+    raise TypeError(f"argument of type {type(value).__name__} is not supported (tensor, int, float, bool, None)")
+
+
+def build(kernel, arguments, constexprs=None, num_warps=4, num_stages=None, triton_dir=None, options=None):
+    """arguments: the described runtime arguments in order (describe_argument); constexprs:
+    {name: value} of the kernel's constexpr parameters passed by keyword. -> Built."""
+    fn = _kernel_function(kernel)
+    path = Path(inspect.getfile(fn)).resolve()
+    opts = {"num_warps": num_warps, **({"num_stages": num_stages} if num_stages is not None else {}),
+            **(options or {})}
+    request = {"file": str(path), "module": fn.__module__, "name": fn.__name__, "arguments": arguments,
+               "constexprs": constexprs or {}, "options": opts}
+    triton_path = triton_dir or runner_triton_dir()
+    key = hashlib.sha256(json.dumps({**request, "source": path.read_text(), "triton": str(triton_path),
+                                     "fp_fusion": os.environ.get("TRITON_DEFAULT_FP_FUSION")},
+                                    sort_keys=True).encode()).hexdigest()[:24]
+    cached = CACHE_DIR / f"{fn.__name__}-{key}.json"
+    if cached.exists():
+        return Built(**{k: (tuple(tuple(p) for p in v) if k == "params" else v)
+                        for k, v in json.loads(cached.read_text()).items()})
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
+    env["PYTHONPATH"] = os.pathsep.join([str(triton_path), str(ROOT)])
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    result = subprocess.run([sys.executable, str(Path(__file__).with_name("_build_worker.py"))],
+                            input=json.dumps(request), cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=1200)
+    last = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    if result.returncode != 0 or not last.startswith("{"):
+        raise BuildError(f"{fn.__name__}: the gfx950 build failed:\n{(result.stderr or result.stdout)[-3000:]}")
+    answer = json.loads(last)
+    if "error" in answer:
+        raise BuildError(f"{fn.__name__}: the gfx950 build failed: {answer['error']}")
+    built = Built(name=answer["name"], asm=answer["asm"], shared=answer["shared"], num_warps=answer["num_warps"],
+                  params=tuple(tuple(p) for p in answer["params"]), signature=answer["signature"],
+                  triton=answer["triton"])
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(".tmp")
+    tmp.write_text(json.dumps(built.__dict__))
+    tmp.replace(cached)
+    return built
