@@ -1,0 +1,192 @@
+"""gfx950 (AMD MI355X, CDNA4) on a CPU: the amdgcn that the runner's Triton 3.6.0 builds,
+executed lane by lane.
+
+    import gfx950                       # with tools/ on sys.path
+    gfx950.emulate(kernel, grid, *args, num_warps=4, num_stages=None, **constexprs)
+
+is used like `kernel[grid](*args, num_warps=..., **constexprs)` with CPU torch tensors,
+which are updated in place. The kernel (a triton.jit or gluon.jit function defined in any
+importable file) is built for gfx950 with Triton 3.6.0 in a subprocess (build.py) and
+that binary runs here (executor.py): every instruction with its modifiers, the waves of a
+workgroup interleaved up to each s_barrier, memory operations completing only when an
+s_waitcnt retires them, buffer bounds as the resource descriptor sets them, and an access
+outside every tensor an error naming the kernel, instruction, lane and address.
+
+What it proves and what it does not: docs/gfx950_emulator.md.
+"""
+import inspect
+
+import numpy as np
+
+from .asm import parse
+from .build import BuildError, Built, build, describe_argument
+from .executor import DEFAULT_BUDGET, Dispatch, Kernel
+from .memory import REGION_BYTES, Memory
+from .registry import Unsupported
+from .wave import EmulationError
+
+__all__ = ["emulate", "load", "run_built", "BuildError", "EmulationError", "Unsupported", "Launch"]
+
+
+class Launch:
+    """What one emulated launch did: the kernel (its program and any unsupported forms),
+    the wave instructions executed, and the build."""
+
+    def __init__(self, built, kernel, dispatch):
+        self.built, self.kernel, self.dispatch = built, kernel, dispatch
+
+    @property
+    def instructions(self):
+        return self.dispatch.instructions
+
+
+_KERNELS = {}
+
+
+def load(built):
+    """A Built -> its compiled Kernel (cached by the asm text)."""
+    key = (built.asm, built.shared, built.num_warps)
+    if key not in _KERNELS:
+        _KERNELS[key] = Kernel(parse(built.asm), built.shared, built.num_warps)
+    return _KERNELS[key]
+
+
+def _storage_view(tensor):
+    """A uint8 numpy view of the tensor's whole storage (writes go to the tensor)."""
+    import torch
+    storage = tensor.untyped_storage()
+    return torch.empty(0, dtype=torch.uint8).set_(storage).numpy()
+
+
+def _extent(tensor):
+    """(first byte, end byte) of the tensor's elements within its storage."""
+    size = tensor.element_size()
+    first = tensor.storage_offset() * size
+    if tensor.numel() == 0:
+        return first, first
+    span = sum((n - 1) * abs(s) for n, s in zip(tensor.shape, tensor.stride()))
+    return first, first + (span + 1) * size
+
+
+def _is_tensor(value):
+    return hasattr(value, "data_ptr") and hasattr(value, "untyped_storage")
+
+
+def _constexpr_names(kernel, parameters):
+    """The kernel's tl.constexpr parameters (from the JIT object, or the annotations of an
+    interpreted function)."""
+    if hasattr(kernel, "params") and all(hasattr(p, "is_constexpr") for p in kernel.params):
+        return {p.name for p in kernel.params if p.is_constexpr}
+    return {p.name for p in parameters if "constexpr" in str(p.annotation)}
+
+
+class _Arguments:
+    """The launch's arguments bound to the kernel's parameter names, with a device address
+    for every tensor (one region per storage)."""
+
+    def __init__(self, kernel, args, kwargs, memory):
+        fn = kernel.fn
+        parameters = list(inspect.signature(fn).parameters.values())
+        names = [p.name for p in parameters]
+        if len(args) > len(names):
+            raise TypeError(f"{fn.__name__}: {len(args)} positional arguments for {len(names)} parameters")
+        self.values = {}
+        for name, value in zip(names, args):
+            self.values[name] = value
+        for name, value in kwargs.items():
+            if name not in names:
+                raise TypeError(f"{fn.__name__}: no parameter named {name!r}")
+            if name in self.values:
+                raise TypeError(f"{fn.__name__}: argument {name!r} given twice")
+            self.values[name] = value
+        for p in parameters:
+            if p.name not in self.values and p.default is not inspect.Parameter.empty:
+                self.values[p.name] = p.default
+        missing = [n for n in names if n not in self.values]
+        if missing:
+            raise TypeError(f"{fn.__name__}: missing argument(s) {missing}")
+        self.names = names
+        self.constexpr = _constexpr_names(kernel, parameters)
+        self.address = {}
+        storages = {}
+        for name in names:
+            value = self.values[name]
+            if not _is_tensor(value):
+                continue
+            if value.device.type != "cpu":
+                raise ValueError(f"argument {name!r}: the emulator takes CPU tensors (got {value.device})")
+            key = value.untyped_storage().data_ptr()
+            if key not in storages:
+                storages[key] = memory.add_region(_storage_view(value))
+            base = storages[key]
+            first, end = _extent(value)
+            memory.add_extent(base, first, end, name)
+            self.address[name] = base + first
+
+    def described(self):
+        """(positional descriptions of the runtime parameters, constexprs by name)."""
+        positional, constexprs = [], {}
+        for name in self.names:
+            value = self.values[name]
+            if name in self.constexpr:
+                constexprs[name] = value
+            else:
+                positional.append(describe_argument(value, self.address.get(name)))
+        return positional, constexprs
+
+
+def _kernarg_bytes(program, built, arguments):
+    """The kernel argument segment: each runtime parameter at the offset the build's
+    metadata gives it, then the two scratch pointers Triton appends (null)."""
+    size = program.metadata.get("kernarg_segment_size", 0)
+    segment = bytearray(size)
+    entries = program.kernargs
+    for (name, kind), entry in zip(built.params, entries):
+        value = arguments.values[name]
+        offset, nbytes = entry["offset"], entry["size"]
+        if kind.startswith("*"):
+            raw = arguments.address[name] if _is_tensor(value) else (0 if value is None else int(value))
+            data = int(raw).to_bytes(8, "little")
+        elif kind in ("fp32", "f32"):
+            data = np.float32(value).tobytes()
+        elif kind in ("fp64", "f64"):
+            data = np.float64(value).tobytes()
+        elif kind in ("fp16",):
+            data = np.float16(value).tobytes()
+        elif kind in ("bf16",):
+            data = (np.float32(value).view(np.uint32) >> 16).astype(np.uint16).tobytes()
+        elif kind in ("i1", "u1"):
+            data = int(bool(value)).to_bytes(nbytes, "little")
+        else:
+            data = (int(value) & ((1 << (8 * nbytes)) - 1)).to_bytes(nbytes, "little")
+        segment[offset:offset + nbytes] = data[:nbytes]
+    return bytes(segment)
+
+
+def emulate(kernel, grid, *args, num_warps=4, num_stages=None, order=None, budget=DEFAULT_BUDGET, options=None,
+            **kwargs):
+    """Run `kernel` on the gfx950 emulator over `grid` (an int or a tuple of up to 3), like
+    `kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **kwargs)`. order: the
+    workgroups' linear ids in the order they run (default ascending). -> Launch."""
+    if isinstance(grid, int):
+        grid = (grid,)
+    grid = tuple(int(g) for g in grid)
+    if not 1 <= len(grid) <= 3 or any(g < 0 for g in grid):
+        raise ValueError(f"grid: expected 1-3 non-negative sizes, got {grid}")
+    memory = Memory()
+    arguments = _Arguments(kernel, args, kwargs, memory)
+    positional, constexprs = arguments.described()
+    built = build(kernel, positional, constexprs, num_warps=num_warps, num_stages=num_stages, options=options)
+    return run_built(built, arguments, memory, grid, order=order, budget=budget)
+
+
+def run_built(built, arguments, memory, grid, order=None, budget=DEFAULT_BUDGET):
+    compiled = load(built)
+    kernarg = _kernarg_bytes(compiled.program, built, arguments)
+    kernarg_data = np.frombuffer(kernarg + b"\0" * 64, dtype=np.uint8).copy()
+    kernarg_base = memory.add_region(kernarg_data, "kernel arguments", writable=False)
+    dispatch = Dispatch(compiled, memory, kernarg_base, kernarg, grid, budget=budget)
+    if 0 not in grid:
+        with np.errstate(all="ignore"):
+            dispatch.run(order=order)
+    return Launch(built, compiled, dispatch)

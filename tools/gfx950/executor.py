@@ -1,0 +1,238 @@
+"""Running a kernel: a Program compiled to closures, its workgroups one after another, each
+workgroup's waves interleaved up to every s_barrier; LDS, scratch and the pending memory
+operations of each wave.
+
+    kernel = Kernel(program, lds_bytes, num_warps)
+    Dispatch(kernel, memory, kernarg_base, kernarg_bytes, grid).run(order=None)
+"""
+import numpy as np
+
+from . import ops_matrix, ops_memory, ops_scalar, ops_vector  # noqa: F401 - they register semantics
+from .memory import MemoryFault
+from .registry import SEMANTICS, CompileContext, Stop, Unsupported
+from .wave import LANE_IDS, LANES, EmulationError, Wave
+
+DEFAULT_BUDGET = 2_000_000   # wave instructions before a wave counts as hung
+
+
+def _unsupported(ins, why):
+    def run(w):
+        raise Unsupported(why)
+    return run
+
+
+class Kernel:
+    """A parsed program compiled once; runs any number of dispatches."""
+
+    def __init__(self, program, lds_bytes, num_warps):
+        self.program = program
+        self.name = program.name
+        self.lds_bytes = lds_bytes
+        self.num_warps = num_warps
+        context = CompileContext(program.labels, program.name, lds_bytes)
+        self.code, self.unsupported = [], []
+        for ins in program.instructions:
+            compile_function = SEMANTICS.get(ins.mnemonic)
+            try:
+                if compile_function is None:
+                    raise Unsupported(f"opcode {ins.mnemonic} is not emulated")
+                self.code.append(compile_function(ins, context))
+            except Unsupported as exc:
+                self.unsupported.append((ins, str(exc)))
+                self.code.append(_unsupported(ins, str(exc)))
+            except (ValueError, KeyError, IndexError) as exc:
+                why = f"{type(exc).__name__}: {exc}"
+                self.unsupported.append((ins, why))
+                self.code.append(_unsupported(ins, why))
+        d = program.descriptor
+        self.user_sgprs = d.get("user_sgpr_count", 2)
+        self.preload = d.get("user_sgpr_kernarg_preload_length", 0)
+        self.group_id_dims = [axis for axis in "xyz" if d.get(f"system_sgpr_workgroup_id_{axis}", axis == "x")]
+        self.private_bytes = d.get("private_segment_fixed_size", 0)
+        # MODE at entry: FP_ROUND [3:0], FP_DENORM [7:4], DX10_CLAMP [8], IEEE [9]
+        self.initial_mode = (d.get("float_round_mode_32", 0) | d.get("float_round_mode_16_64", 0) << 2
+                             | d.get("float_denorm_mode_32", 3) << 4 | d.get("float_denorm_mode_16_64", 3) << 6
+                             | d.get("dx10_clamp", 1) << 8 | d.get("ieee_mode", 1) << 9)
+
+
+class Workgroup:
+    """One workgroup's LDS and waves. LDS keeps, per byte, the newest value (`lds`), the value
+    other waves may see (`lds_visible`: a wave's write is visible to the others once its
+    lgkmcnt wait retires it) and the wave whose write is still pending (`lds_writer`, -1)."""
+
+    def __init__(self, dispatch, group_id, xcd):
+        kernel = dispatch.kernel
+        self.dispatch = dispatch
+        self.memory = dispatch.memory
+        self.group_id = group_id
+        self.xcd = xcd
+        self.lds = np.zeros(kernel.lds_bytes, dtype=np.uint8)
+        self.lds_visible = np.zeros(kernel.lds_bytes, dtype=np.uint8)
+        self.lds_writer = np.full(kernel.lds_bytes, -1, dtype=np.int16)
+        self.waves = [self._new_wave(i) for i in range(kernel.num_warps)]
+
+    def _new_wave(self, wave_id):
+        kernel, dispatch = self.dispatch.kernel, self.dispatch
+        w = Wave(self, wave_id, kernel.program.entry)
+        w.s[0], w.s[1] = dispatch.kernarg_base & 0xFFFFFFFF, dispatch.kernarg_base >> 32
+        words = dispatch.kernarg_words
+        for i in range(min(kernel.preload, len(words))):
+            w.s[2 + i] = int(words[i])
+        for i, axis in enumerate(kernel.group_id_dims):
+            w.s[kernel.user_sgprs + i] = self.group_id["xyz".index(axis)]
+        w.v[0] = LANE_IDS + np.uint32(64 * wave_id)
+        w.mode = kernel.initial_mode
+        if kernel.private_bytes:
+            w.scratch = np.zeros((LANES, kernel.private_bytes), dtype=np.uint8)
+        return w
+
+    # --- pending operations ------------------------------------------------------------
+    def issue(self, w, counter, land):
+        w.pending[counter].append(land)
+
+    def retire(self, w, counter, keep):
+        queue = w.pending[counter]
+        while len(queue) > keep:
+            queue.popleft()()
+
+    def retire_all(self, w):
+        for counter in w.pending:
+            self.retire(w, counter, 0)
+
+    # --- global memory -------------------------------------------------------------------
+    def memory_load(self, w, addresses, nbytes, mask, ins):
+        return self.memory.load(addresses, nbytes, mask)
+
+    def memory_store(self, w, addresses, data, mask, ins, bypass=False):
+        self.memory.store(addresses, data, mask)
+
+    def memory_atomic(self, w, addresses, function, data, mask, ins):
+        return self.memory.atomic(addresses, function, data, mask)
+
+    def cache_control(self, w, name, ins):
+        """buffer_wbl2 / buffer_inv: nothing to do with one coherent memory."""
+
+    # --- LDS -----------------------------------------------------------------------------
+    def _lds_bytes(self, addresses, nbytes, mask, ins, what):
+        lanes = np.nonzero(mask)[0]
+        addresses = np.broadcast_to(np.asarray(addresses, dtype=np.int64), (LANES,))
+        index = addresses[lanes, None] + np.arange(nbytes)
+        bad = (index < 0) | (index >= len(self.lds))
+        if bad.any():
+            lane = int(lanes[np.nonzero(bad.any(1))[0][0]])
+            raise MemoryFault(lane, int(addresses[lane]),
+                              f"LDS {what} of {nbytes} bytes outside the {len(self.lds)} bytes allocated")
+        return lanes, index
+
+    def lds_read(self, w, addresses, nbytes, mask, ins):
+        lanes, index = self._lds_bytes(addresses, nbytes, mask, ins, "read")
+        out = np.zeros((LANES, nbytes), dtype=np.uint8)
+        writer = self.lds_writer[index]
+        own = (writer == -1) | (writer == w.wave_id)
+        out[lanes] = np.where(own, self.lds[index], self.lds_visible[index])
+        return out
+
+    def lds_write(self, w, addresses, data, mask, ins):
+        lanes, index = self._lds_bytes(addresses, data.shape[1], mask, ins, "write")
+        self.lds[index] = data[lanes]
+        self.lds_writer[index] = w.wave_id
+        flat = index.ravel()
+
+        def land():
+            mine = flat[self.lds_writer[flat] == w.wave_id]
+            self.lds_visible[mine] = self.lds[mine]
+            self.lds_writer[mine] = -1
+        self.issue(w, "lgkm", land)
+
+    def lds_dma(self, w, addresses, data, mask, ins):
+        """A load straight to LDS landing (at its vmcnt retire): visible to every wave."""
+        lanes, index = self._lds_bytes(addresses, data.shape[1], mask, ins, "write (load to LDS)")
+        self.lds[index] = data[lanes]
+        self.lds_visible[index] = data[lanes]
+
+    # --- scratch -------------------------------------------------------------------------
+    def _scratch_index(self, w, offsets, nbytes, mask):
+        if w.scratch is None:
+            raise MemoryFault(0, 0, "scratch access in a kernel without private memory")
+        lanes = np.nonzero(mask)[0]
+        index = offsets[lanes, None] + np.arange(nbytes)
+        if ((index < 0) | (index >= w.scratch.shape[1])).any():
+            raise MemoryFault(int(lanes[0]), int(offsets[lanes[0]]), "scratch access outside the private segment")
+        return lanes, index
+
+    def scratch_read(self, w, offsets, nbytes, mask, ins):
+        lanes, index = self._scratch_index(w, offsets, nbytes, mask)
+        out = np.zeros((LANES, nbytes), dtype=np.uint8)
+        out[lanes] = w.scratch[lanes[:, None], index]
+        return out
+
+    def scratch_write(self, w, offsets, data, mask, ins):
+        lanes, index = self._scratch_index(w, offsets, data.shape[1], mask)
+        w.scratch[lanes[:, None], index] = data[lanes]
+
+
+class Dispatch:
+    """One launch of a kernel over a grid."""
+
+    def __init__(self, kernel, memory, kernarg_base, kernarg_bytes, grid, budget=DEFAULT_BUDGET, xcds=8):
+        self.kernel = kernel
+        self.memory = memory
+        self.kernarg_base = kernarg_base
+        self.kernarg_words = np.frombuffer(bytes(kernarg_bytes) + b"\0" * (-len(kernarg_bytes) % 4), dtype=np.uint32)
+        self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        self.budget = budget
+        self.xcds = xcds
+        self.instructions = 0
+        self.workgroup_class = Workgroup
+
+    def group_ids(self):
+        gx, gy, gz = self.grid
+        return [(x, y, z) for z in range(gz) for y in range(gy) for x in range(gx)]
+
+    def run(self, order=None):
+        """Every workgroup, in `order` (a permutation of the linear workgroup ids; default
+        ascending). Workgroup i runs on XCD i % xcds, as the hardware places them."""
+        ids = self.group_ids()
+        sequence = range(len(ids)) if order is None else order
+        for linear in sequence:
+            group = self.workgroup_class(self, ids[linear], linear % self.xcds)
+            self._run_workgroup(group)
+
+    def _run_workgroup(self, group):
+        waves = group.waves
+        while True:
+            for w in waves:
+                if not (w.done or w.at_barrier):
+                    self._run_wave(w)
+            if all(w.done for w in waves):
+                return
+            # every wave not done is at the barrier: release it
+            for w in waves:
+                w.at_barrier = False
+
+    def _run_wave(self, w):
+        code = self.kernel.code
+        budget = self.budget
+        try:
+            while True:
+                pc = w.pc
+                w.pc = pc + 1
+                w.executed += 1
+                status = code[pc](w)
+                if status is not None:
+                    if status == Stop.END:
+                        w.workgroup.retire_all(w)
+                        self.instructions += w.executed
+                    return status
+                if w.executed > budget:
+                    raise EmulationError(self._where(w, pc, f"wave ran past its budget of {budget} instructions "
+                                                            "(a hang?)"))
+        except EmulationError:
+            raise
+        except (MemoryFault, Unsupported, ValueError, IndexError, KeyError, TypeError) as exc:
+            raise EmulationError(self._where(w, w.pc - 1, f"{type(exc).__name__}: {exc}")) from exc
+
+    def _where(self, w, pc, message):
+        ins = self.kernel.program.instructions[pc] if pc < len(self.kernel.program.instructions) else None
+        at = f"line {ins.line}: {ins.text}" if ins else f"instruction {pc} (past the end)"
+        return (f"{self.kernel.name}: workgroup {w.workgroup.group_id}, wave {w.wave_id}, {at}: {message}")

@@ -1,0 +1,1074 @@
+"""Vector ALU instructions (VOP1, VOP2, VOP3, VOPC, VOP3P) with their encodings' modifiers:
+VOP3 source neg/abs, clamp and output scaling, 16-bit op_sel, SDWA selects, DPP lane
+permutes with row/bank masks. Semantics follow AMD's CDNA4 ISA pseudocode; each lane's
+value is computed with numpy over the wave's 64 lanes and written only where EXEC is set.
+
+An elementwise instruction is a row of ELEMENTWISE: the types of its sources and result
+and a numpy function. Types: f32, f16, f64, u32, i32, b32, u16, i16, b16, u24, i24, u64,
+i64, b64, and 'mask' (a lane mask in VCC or an SGPR pair).
+"""
+import numpy as np
+
+from . import numerics as nx
+from .numerics import U32
+from .registry import Unsupported, refuse_modifiers, semantics
+from .wave import (EXEC_LO, LANE_IDS, LANES, MASK32, VCC_LO, bool_to_mask, sgpr_index, vector_getter,
+                   vgpr_row)
+
+ENCODINGS = ("_e32", "_e64", "_dpp", "_sdwa")
+F32, F16, F64 = np.float32, np.float16, np.float64
+WIDTH = {"f32": 32, "u32": 32, "i32": 32, "b32": 32, "u24": 32, "i24": 32, "f16": 16, "u16": 16, "i16": 16,
+         "b16": 16, "f64": 64, "u64": 64, "i64": 64, "b64": 64, "mask": 64}
+
+
+def split_encoding(mnemonic):
+    for suffix in ENCODINGS:
+        if mnemonic.endswith(suffix):
+            return mnemonic[: -len(suffix)], suffix[1:]
+    return mnemonic, "e64" if mnemonic.startswith("v_") else ""
+
+
+# --- decode / encode ---------------------------------------------------------------------
+
+def decode(bits, kind):
+    if kind == "f32":
+        return nx.f32(bits)
+    if kind in ("u32", "b32"):
+        return np.asarray(bits, dtype=U32)
+    if kind == "i32":
+        return np.asarray(bits, dtype=U32).view(np.int32)
+    if kind == "u24":
+        return np.asarray(bits, dtype=U32) & U32(0xFFFFFF)
+    if kind == "i24":
+        value = (np.asarray(bits, dtype=U32) & U32(0xFFFFFF)).astype(np.int64)
+        return value - ((value & 0x800000) << 1)
+    if kind == "f16":
+        return (np.asarray(bits, dtype=U32) & U32(0xFFFF)).astype(np.uint16).view(F16).astype(F32)
+    if kind in ("u16", "b16"):
+        return np.asarray(bits, dtype=U32) & U32(0xFFFF)
+    if kind == "i16":
+        return (np.asarray(bits, dtype=U32) & U32(0xFFFF)).astype(np.uint16).view(np.int16).astype(np.int32)
+    if kind in ("u64", "b64"):
+        return np.asarray(bits, dtype=np.uint64)
+    if kind == "i64":
+        return np.asarray(bits, dtype=np.uint64).view(np.int64)
+    if kind == "f64":
+        return np.asarray(bits, dtype=np.uint64).view(F64)
+    raise Unsupported(f"operand type {kind}")
+
+
+def encode(values, kind):
+    """-> uint32 bits (uint64 for 64-bit kinds)."""
+    if kind == "f32":
+        return np.asarray(values, dtype=F32).view(U32)
+    if kind in ("u32", "i32", "b32", "u24", "i24"):
+        return np.asarray(values).astype(np.int64).astype(U32) if np.asarray(values).dtype.kind == "i" \
+            else np.asarray(values).astype(U32)
+    if kind == "f16":
+        return np.asarray(values, dtype=F16).view(np.uint16).astype(U32)
+    if kind in ("u16", "i16", "b16"):
+        return np.asarray(values).astype(np.int64).astype(U32) & U32(0xFFFF)
+    if kind in ("u64", "b64"):
+        return np.asarray(values).astype(np.uint64)
+    if kind == "i64":
+        return np.asarray(values).astype(np.int64).view(np.uint64)
+    if kind == "f64":
+        return np.asarray(values, dtype=F64).view(np.uint64)
+    raise Unsupported(f"result type {kind}")
+
+
+# --- float helpers with the ISA's NaN and signed-zero rules ------------------------------
+
+def _is_snan(x):
+    bits = np.asarray(x, dtype=F32).view(U32)
+    return nx.is_nan32(bits) & ((bits & U32(0x00400000)) == 0)
+
+
+def _quiet(x):
+    return nx.f32(nx.quiet32(np.asarray(x, dtype=F32).view(U32)))
+
+
+def fmax(a, b):
+    """v_max_f32 in IEEE mode: a signaling NaN gives a quiet NaN, one quiet NaN gives the
+    other operand, max(+0, -0) = +0."""
+    a, b = np.asarray(a, dtype=F32), np.asarray(b, dtype=F32)
+    result = np.where(a >= b, a, b)
+    result = np.where(np.isnan(a), b, np.where(np.isnan(b), a, result))
+    both_zero = (a == 0) & (b == 0)
+    result = np.where(both_zero, np.where(np.signbit(a) & np.signbit(b), F32(-0.0), F32(0.0)), result)
+    result = np.where(_is_snan(a), _quiet(a), np.where(_is_snan(b), _quiet(b), result))
+    return result.astype(F32)
+
+
+def fmin(a, b):
+    a, b = np.asarray(a, dtype=F32), np.asarray(b, dtype=F32)
+    result = np.where(a < b, a, b)
+    result = np.where(np.isnan(a), b, np.where(np.isnan(b), a, result))
+    both_zero = (a == 0) & (b == 0)
+    result = np.where(both_zero, np.where(np.signbit(a) | np.signbit(b), F32(-0.0), F32(0.0)), result)
+    result = np.where(_is_snan(a), _quiet(a), np.where(_is_snan(b), _quiet(b), result))
+    return result.astype(F32)
+
+
+def fmed3(a, b, c):
+    a, b, c = (np.broadcast_to(np.asarray(x, dtype=F32), (LANES,)) for x in (a, b, c))
+    any_nan = np.isnan(a) | np.isnan(b) | np.isnan(c)
+    biggest = fmax(fmax(a, b), c)
+    median = np.where(biggest == a, fmax(b, c), np.where(biggest == b, fmax(a, c), fmax(a, b)))
+    return np.where(any_nan, fmin(fmin(a, b), c), median).astype(F32)
+
+
+def fused(a, b, c, dtype=F32):
+    """fma rounded once to float32 (the product is exact in float64; the sum rounds once in
+    float64 first: within an ulp of the fused result, equal in all but double-rounding ties)."""
+    with np.errstate(all="ignore"):
+        return (np.asarray(a, dtype=F64) * np.asarray(b, dtype=F64) + np.asarray(c, dtype=F64)).astype(dtype)
+
+
+def unary64(function):
+    """A transcendental computed in float64 and rounded to float32 (within 1 ulp of the ISA)."""
+    def run(a):
+        with np.errstate(all="ignore"):
+            return function(np.asarray(a, dtype=F64)).astype(F32)
+    return run
+
+
+def cvt_f32_to_int(values, signed):
+    """f32_to_i32 / f32_to_u32: truncate, saturate, NaN -> 0."""
+    v = np.nan_to_num(np.trunc(np.asarray(values, dtype=F64)), nan=0.0)
+    low, high = (-2.0 ** 31, 2.0 ** 31 - 1) if signed else (0.0, 2.0 ** 32 - 1)
+    return np.clip(v, low, high).astype(np.int64)
+
+
+def _lshl_add_u64(a, b, c):
+    return (a << (np.asarray(b, dtype=np.uint64) & np.uint64(7))) + c
+
+
+def _perm(s0, s1, sel):
+    """v_perm_b32: bytes of {S0, S1} chosen by the four selector bytes of S2."""
+    data = (np.asarray(s0, dtype=np.uint64) << np.uint64(32)) | np.asarray(s1, dtype=np.uint64)
+    data = np.broadcast_to(data, (LANES,))
+    sel = np.broadcast_to(np.asarray(sel, dtype=U32), (LANES,))
+    out = np.zeros(LANES, dtype=U32)
+    for byte in range(4):
+        s = (sel >> U32(8 * byte)) & U32(0xFF)
+        value = ((data >> (np.minimum(s, 7).astype(np.uint64) * np.uint64(8))) & np.uint64(0xFF)).astype(U32)
+        sign_of = {8: 15, 9: 31, 10: 47, 11: 63}
+        for code, bit in sign_of.items():
+            value = np.where(s == code, ((data >> np.uint64(bit)) & np.uint64(1)).astype(U32) * U32(0xFF), value)
+        value = np.where(s == 12, U32(0), np.where(s >= 13, U32(0xFF), value))
+        out |= value.astype(U32) << U32(8 * byte)
+    return out
+
+
+def _bfe(a, b, c, signed):
+    offset = np.asarray(b, dtype=U32) & U32(31)
+    width = np.asarray(c, dtype=U32) & U32(31)
+    value = (np.asarray(a, dtype=U32) >> offset) & ((U32(1) << width) - U32(1))
+    if signed:
+        value = value.astype(np.int64)
+        top = np.where(width > 0, (value >> np.maximum(width.astype(np.int64) - 1, 0)) & 1, 0)
+        value = np.where(top == 1, value - (np.int64(1) << width.astype(np.int64)), value)
+    return value
+
+
+def _mul_hi(a, b, signed):
+    if signed:
+        return (np.asarray(a, dtype=np.int64) * np.asarray(b, dtype=np.int64)) >> 32
+    return ((np.asarray(a, dtype=np.uint64) * np.asarray(b, dtype=np.uint64)) >> np.uint64(32)).astype(U32)
+
+
+def _u32(x):
+    return np.asarray(x, dtype=U32)
+
+
+def _shift(x, width):
+    return np.asarray(x, dtype=U32) & U32(width - 1)
+
+
+def _clz(x):
+    x = np.asarray(x, dtype=U32)
+    n = np.full(np.shape(x), 32, dtype=np.int64)
+    nonzero = x != 0
+    n[nonzero] = 31 - np.floor(np.log2(x[nonzero].astype(np.float64))).astype(np.int64)
+    return np.where(nonzero, n, -1)
+
+
+def _ctz(x):
+    x = np.asarray(x, dtype=U32).astype(np.int64)
+    low = x & -x
+    return np.where(x != 0, np.log2(np.maximum(low, 1)).astype(np.int64), -1)
+
+
+def _popcount(x):
+    x = np.asarray(x, dtype=U32)
+    return np.unpackbits(x.view(np.uint8)).reshape(*np.shape(x), 32).sum(-1) if np.ndim(x) else bin(int(x)).count("1")
+
+
+ELEMENTWISE = {
+    # f32 arithmetic
+    "v_add_f32": (("f32", "f32"), "f32", lambda a, b: a + b),
+    "v_sub_f32": (("f32", "f32"), "f32", lambda a, b: a - b),
+    "v_subrev_f32": (("f32", "f32"), "f32", lambda a, b: b - a),
+    "v_mul_f32": (("f32", "f32"), "f32", lambda a, b: a * b),
+    "v_max_f32": (("f32", "f32"), "f32", fmax),
+    "v_min_f32": (("f32", "f32"), "f32", fmin),
+    "v_max3_f32": (("f32", "f32", "f32"), "f32", lambda a, b, c: fmax(fmax(a, b), c)),
+    "v_min3_f32": (("f32", "f32", "f32"), "f32", lambda a, b, c: fmin(fmin(a, b), c)),
+    "v_med3_f32": (("f32", "f32", "f32"), "f32", fmed3),
+    "v_fma_f32": (("f32", "f32", "f32"), "f32", fused),
+    "v_fmac_f32": (("f32", "f32", "dst:f32"), "f32", fused),
+    "v_mac_f32": (("f32", "f32", "dst:f32"), "f32", lambda a, b, c: (a * b).astype(F32) + c),
+    "v_mad_f32": (("f32", "f32", "f32"), "f32", lambda a, b, c: (a * b).astype(F32) + c),
+    "v_fmaak_f32": (("f32", "f32", "f32"), "f32", fused),
+    "v_fmamk_f32": (("f32", "f32", "f32"), "f32", lambda a, k, b: fused(a, k, b)),
+    "v_exp_f32": (("f32",), "f32", unary64(np.exp2)),
+    "v_log_f32": (("f32",), "f32", unary64(np.log2)),
+    "v_rcp_f32": (("f32",), "f32", unary64(lambda a: 1.0 / a)),
+    "v_rcp_iflag_f32": (("f32",), "f32", unary64(lambda a: 1.0 / a)),
+    "v_rsq_f32": (("f32",), "f32", unary64(lambda a: 1.0 / np.sqrt(a))),
+    "v_sqrt_f32": (("f32",), "f32", unary64(np.sqrt)),
+    "v_sin_f32": (("f32",), "f32", unary64(lambda a: np.sin(2 * np.pi * a))),
+    "v_cos_f32": (("f32",), "f32", unary64(lambda a: np.cos(2 * np.pi * a))),
+    "v_floor_f32": (("f32",), "f32", np.floor),
+    "v_ceil_f32": (("f32",), "f32", np.ceil),
+    "v_trunc_f32": (("f32",), "f32", np.trunc),
+    "v_rndne_f32": (("f32",), "f32", np.rint),
+    "v_fract_f32": (("f32",), "f32", lambda a: np.where(np.isinf(a), F32(0), a - np.floor(a))),
+    "v_ldexp_f32": (("f32", "i32"), "f32", lambda a, b: np.ldexp(a.astype(F64), np.clip(b, -400, 400)).astype(F32)),
+    "v_mov_b32": (("b32",), "b32", lambda a: a),
+    "v_mov_b64": (("b64",), "b64", lambda a: a),
+    "v_not_b32": (("b32",), "b32", lambda a: ~_u32(a)),
+    "v_bfrev_b32": (("b32",), "b32", lambda a: np.asarray(
+        np.unpackbits(np.atleast_1d(_u32(a)).view(np.uint8), bitorder="little").reshape(-1, 32)[:, ::-1],
+        dtype=np.uint64).dot(np.uint64(1) << np.arange(32, dtype=np.uint64)).astype(U32).reshape(np.shape(a))),
+    "v_ffbh_u32": (("u32",), "u32", _clz),
+    "v_ffbl_b32": (("b32",), "u32", _ctz),
+    "v_bcnt_u32_b32": (("b32", "u32"), "u32", lambda a, b: _popcount(a) + b),
+    # conversions
+    "v_cvt_f32_u32": (("u32",), "f32", lambda a: a.astype(F32)),
+    "v_cvt_f32_i32": (("i32",), "f32", lambda a: a.astype(F32)),
+    "v_cvt_u32_f32": (("f32",), "u32", lambda a: cvt_f32_to_int(a, False)),
+    "v_cvt_i32_f32": (("f32",), "i32", lambda a: cvt_f32_to_int(a, True)),
+    "v_cvt_f32_f16": (("f16",), "f32", lambda a: a),
+    "v_cvt_f16_f32": (("f32",), "f16", lambda a: a),
+    "v_cvt_f32_bf16": (("b32",), "f32", lambda a: nx.f32(nx.bf16_to_f32(a))),
+    "v_cvt_f64_f32": (("f32",), "f64", lambda a: a.astype(F64)),
+    "v_cvt_f32_f64": (("f64",), "f32", lambda a: a.astype(F32)),
+    "v_cvt_pk_bf16_f32": (("f32", "f32"), "b32", lambda a, b: nx.f32_to_bf16(a.view(U32)) |
+                          (nx.f32_to_bf16(np.asarray(b, dtype=F32).view(U32)) << U32(16))),
+    # 32-bit integer
+    "v_add_u32": (("u32", "u32"), "u32", lambda a, b: a + b),
+    "v_sub_u32": (("u32", "u32"), "u32", lambda a, b: a - b),
+    "v_subrev_u32": (("u32", "u32"), "u32", lambda a, b: b - a),
+    "v_add_i32": (("i32", "i32"), "i32", lambda a, b: a.astype(np.int64) + b),
+    "v_sub_i32": (("i32", "i32"), "i32", lambda a, b: a.astype(np.int64) - b),
+    "v_mul_lo_u32": (("u32", "u32"), "u32", lambda a, b: (a.astype(np.uint64) * b) & np.uint64(MASK32)),
+    "v_mul_hi_u32": (("u32", "u32"), "u32", lambda a, b: _mul_hi(a, b, False)),
+    "v_mul_hi_i32": (("i32", "i32"), "i32", lambda a, b: _mul_hi(a, b, True)),
+    "v_mul_u32_u24": (("u24", "u24"), "u32", lambda a, b: a.astype(np.uint64) * b),
+    "v_mul_i32_i24": (("i24", "i24"), "i32", lambda a, b: a * b),
+    "v_mul_hi_u32_u24": (("u24", "u24"), "u32", lambda a, b: (a.astype(np.uint64) * b) >> np.uint64(32)),
+    "v_mul_hi_i32_i24": (("i24", "i24"), "i32", lambda a, b: (a * b) >> 32),
+    "v_mad_u32_u24": (("u24", "u24", "u32"), "u32", lambda a, b, c: a.astype(np.uint64) * b + c),
+    "v_mad_i32_i24": (("i24", "i24", "i32"), "i32", lambda a, b, c: a * b + c),
+    "v_lshlrev_b32": (("u32", "b32"), "b32", lambda a, b: b << _shift(a, 32)),
+    "v_lshrrev_b32": (("u32", "b32"), "b32", lambda a, b: b >> _shift(a, 32)),
+    "v_ashrrev_i32": (("u32", "i32"), "i32", lambda a, b: b >> _shift(a, 32).astype(np.int32)),
+    "v_and_b32": (("b32", "b32"), "b32", lambda a, b: a & b),
+    "v_or_b32": (("b32", "b32"), "b32", lambda a, b: a | b),
+    "v_xor_b32": (("b32", "b32"), "b32", lambda a, b: a ^ b),
+    "v_max_i32": (("i32", "i32"), "i32", np.maximum),
+    "v_min_i32": (("i32", "i32"), "i32", np.minimum),
+    "v_max_u32": (("u32", "u32"), "u32", np.maximum),
+    "v_min_u32": (("u32", "u32"), "u32", np.minimum),
+    "v_max3_i32": (("i32", "i32", "i32"), "i32", lambda a, b, c: np.maximum(np.maximum(a, b), c)),
+    "v_min3_i32": (("i32", "i32", "i32"), "i32", lambda a, b, c: np.minimum(np.minimum(a, b), c)),
+    "v_max3_u32": (("u32", "u32", "u32"), "u32", lambda a, b, c: np.maximum(np.maximum(a, b), c)),
+    "v_min3_u32": (("u32", "u32", "u32"), "u32", lambda a, b, c: np.minimum(np.minimum(a, b), c)),
+    "v_med3_i32": (("i32", "i32", "i32"), "i32", lambda a, b, c: np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))),
+    "v_med3_u32": (("u32", "u32", "u32"), "u32", lambda a, b, c: np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))),
+    "v_bfe_u32": (("u32", "u32", "u32"), "u32", lambda a, b, c: _bfe(a, b, c, False)),
+    "v_bfe_i32": (("u32", "u32", "u32"), "i32", lambda a, b, c: _bfe(a, b, c, True)),
+    "v_bfi_b32": (("b32", "b32", "b32"), "b32", lambda a, b, c: (a & b) | (~_u32(a) & c)),
+    "v_bfm_b32": (("u32", "u32"), "b32", lambda a, b: ((U32(1) << _shift(a, 32)) - U32(1)) << _shift(b, 32)),
+    "v_alignbit_b32": (("u32", "u32", "u32"), "u32", lambda a, b, c: (((a.astype(np.uint64) << np.uint64(32)) | b)
+                                                                    >> (_shift(c, 32).astype(np.uint64))) & np.uint64(MASK32)),
+    "v_alignbyte_b32": (("u32", "u32", "u32"), "u32", lambda a, b, c: (((a.astype(np.uint64) << np.uint64(32)) | b)
+                                                                     >> ((_u32(c) & U32(3)).astype(np.uint64) * np.uint64(8))) & np.uint64(MASK32)),
+    "v_lshl_add_u32": (("u32", "u32", "u32"), "u32", lambda a, b, c: (a << _shift(b, 32)) + c),
+    "v_add_lshl_u32": (("u32", "u32", "u32"), "u32", lambda a, b, c: (a + b) << _shift(c, 32)),
+    "v_lshl_or_b32": (("b32", "u32", "b32"), "b32", lambda a, b, c: (a << _shift(b, 32)) | c),
+    "v_and_or_b32": (("b32", "b32", "b32"), "b32", lambda a, b, c: (a & b) | c),
+    "v_or3_b32": (("b32", "b32", "b32"), "b32", lambda a, b, c: a | b | c),
+    "v_xor3_b32": (("b32", "b32", "b32"), "b32", lambda a, b, c: a ^ b ^ c),
+    "v_add3_u32": (("u32", "u32", "u32"), "u32", lambda a, b, c: a + b + c),
+    "v_xad_u32": (("u32", "u32", "u32"), "u32", lambda a, b, c: (a ^ b) + c),
+    "v_perm_b32": (("b32", "b32", "b32"), "b32", _perm),
+    # 16-bit integer (the result's upper half is zero)
+    "v_add_u16": (("u16", "u16"), "u16", lambda a, b: a + b),
+    "v_sub_u16": (("u16", "u16"), "u16", lambda a, b: a - b),
+    "v_subrev_u16": (("u16", "u16"), "u16", lambda a, b: b - a),
+    "v_mul_lo_u16": (("u16", "u16"), "u16", lambda a, b: a * b),
+    "v_lshlrev_b16": (("u16", "b16"), "b16", lambda a, b: b << (a & U32(15))),
+    "v_lshrrev_b16": (("u16", "b16"), "b16", lambda a, b: b >> (a & U32(15))),
+    "v_ashrrev_i16": (("u16", "i16"), "i16", lambda a, b: b >> (a & U32(15)).astype(np.int32)),
+    "v_max_u16": (("u16", "u16"), "u16", np.maximum),
+    "v_min_u16": (("u16", "u16"), "u16", np.minimum),
+    "v_max_i16": (("i16", "i16"), "i16", np.maximum),
+    "v_min_i16": (("i16", "i16"), "i16", np.minimum),
+    # f16
+    "v_add_f16": (("f16", "f16"), "f16", lambda a, b: a + b),
+    "v_sub_f16": (("f16", "f16"), "f16", lambda a, b: a - b),
+    "v_mul_f16": (("f16", "f16"), "f16", lambda a, b: a * b),
+    "v_fma_f16": (("f16", "f16", "f16"), "f16", lambda a, b, c: fused(a, b, c)),
+    "v_max_f16": (("f16", "f16"), "f16", fmax),
+    "v_min_f16": (("f16", "f16"), "f16", fmin),
+    # 64-bit
+    "v_lshlrev_b64": (("u32", "b64"), "b64", lambda a, b: b << (_u32(a) & U32(63)).astype(np.uint64)),
+    "v_lshrrev_b64": (("u32", "b64"), "b64", lambda a, b: b >> (_u32(a) & U32(63)).astype(np.uint64)),
+    "v_ashrrev_i64": (("u32", "i64"), "i64", lambda a, b: b >> (_u32(a) & U32(63)).astype(np.int64)),
+    "v_lshl_add_u64": (("u64", "u32", "u64"), "u64", _lshl_add_u64),
+    "v_add_f64": (("f64", "f64"), "f64", lambda a, b: a + b),
+    "v_mul_f64": (("f64", "f64"), "f64", lambda a, b: a * b),
+    "v_fma_f64": (("f64", "f64", "f64"), "f64", lambda a, b, c: a * b + c),
+}
+
+FLOAT_KINDS = ("f32", "f16", "f64")
+SIGN_BIT = {"f32": U32(0x80000000), "f16": U32(0x8000), "f64": np.uint64(1 << 63)}
+
+
+def _source_modifier(op, kind):
+    """neg/abs of a VOP3 source, applied to its bits."""
+    if not (op.neg or op.abs):
+        return None
+    if kind not in FLOAT_KINDS:
+        raise Unsupported(f"neg/abs on the {kind} operand {op.text}")
+    sign = SIGN_BIT[kind]
+
+    def apply(bits):
+        if op.abs:
+            bits = bits & ~sign
+        if op.neg:
+            bits = bits ^ sign
+        return bits
+    return apply
+
+
+SDWA_SELECT = {"BYTE_0": (0, 8), "BYTE_1": (8, 8), "BYTE_2": (16, 8), "BYTE_3": (24, 8), "WORD_0": (0, 16),
+               "WORD_1": (16, 16), "DWORD": (0, 32)}
+
+
+def _sdwa_source(select, sign_extend):
+    shift, width = SDWA_SELECT[select]
+    if width == 32:
+        return None
+    mask = U32((1 << width) - 1)
+
+    def apply(bits):
+        value = (np.asarray(bits, dtype=U32) >> U32(shift)) & mask
+        if sign_extend:
+            value = (value.astype(np.int64) - ((value.astype(np.int64) >> (width - 1) & 1) << width)).astype(U32)
+        return value
+    return apply
+
+
+# --- DPP ---------------------------------------------------------------------------------
+
+def dpp_sources(modifiers):
+    """-> (source lane per lane (64,) int, valid (64,) bool) of a DPP control."""
+    lane = np.arange(LANES)
+    row_lane, row_base = lane % 16, lane - lane % 16
+    if "quad_perm" in modifiers:
+        perm = np.array(modifiers["quad_perm"])
+        return lane - lane % 4 + perm[lane % 4], np.ones(LANES, dtype=bool)
+    if "row_shl" in modifiers:
+        n = modifiers["row_shl"]
+        return row_base + row_lane + n, row_lane + n < 16
+    if "row_shr" in modifiers:
+        n = modifiers["row_shr"]
+        return row_base + row_lane - n, row_lane - n >= 0
+    if "row_ror" in modifiers:
+        n = modifiers["row_ror"]
+        return row_base + (row_lane - n) % 16, np.ones(LANES, dtype=bool)
+    if "row_mirror" in modifiers:
+        return row_base + 15 - row_lane, np.ones(LANES, dtype=bool)
+    if "row_half_mirror" in modifiers:
+        return lane - lane % 8 + 7 - lane % 8, np.ones(LANES, dtype=bool)
+    if "wave_shl" in modifiers:
+        return lane + 1, lane + 1 < LANES
+    if "wave_shr" in modifiers:
+        return lane - 1, lane - 1 >= 0
+    if "wave_rol" in modifiers:
+        return (lane + 1) % LANES, np.ones(LANES, dtype=bool)
+    if "wave_ror" in modifiers:
+        return (lane - 1) % LANES, np.ones(LANES, dtype=bool)
+    if "row_bcast" in modifiers:
+        n = modifiers["row_bcast"]
+        row = lane // 16
+        if n == 15:
+            return 16 * row - 1, row >= 1
+        if n == 31:
+            return np.full(LANES, 31), row >= 2
+    raise Unsupported(f"DPP control {sorted(modifiers)} not implemented")
+
+
+DPP_MODIFIERS = ("quad_perm", "row_shl", "row_shr", "row_ror", "row_mirror", "row_half_mirror", "wave_shl",
+                 "wave_shr", "wave_rol", "wave_ror", "row_bcast", "row_mask", "bank_mask", "bound_ctrl", "fi")
+
+
+def _dpp(ins):
+    """-> (permute(bits, exec_mask) -> bits for src0, the write mask (64,) bool) of a DPP
+    instruction. An invalid source lane (out of the row, or not in EXEC) reads 0 with
+    bound_ctrl set; without it the lane is not written."""
+    source, valid = dpp_sources(ins.modifiers)
+    source = np.clip(source, 0, LANES - 1)
+    row_mask, bank_mask = ins.modifiers.get("row_mask", 0xF), ins.modifiers.get("bank_mask", 0xF)
+    lane = np.arange(LANES)
+    enabled = (((row_mask >> (lane // 16)) & 1) == 1) & (((bank_mask >> ((lane % 16) // 4)) & 1) == 1)
+    bound_ctrl = "bound_ctrl" in ins.modifiers
+
+    def permute(bits, exec_mask):
+        ok = valid & exec_mask[source]
+        out = np.broadcast_to(np.asarray(bits), (LANES,))[source]
+        return np.where(ok, out, U32(0)).astype(out.dtype), (enabled if bound_ctrl else enabled & ok)
+    return permute
+
+
+# --- the generic elementwise compiler ----------------------------------------------------
+
+def _getter(op, kind):
+    if kind == "mask":
+        index = sgpr_index(op)
+        if index is None:
+            raise Unsupported(f"lane-mask operand {op.text}")
+        return lambda w: w.read_mask(index)
+    return vector_getter(op, WIDTH[kind], "f" if kind in FLOAT_KINDS else "i")
+
+
+def compile_elementwise(ins, spec, encoding):
+    kinds, result_kind, function = spec
+    dest = ins.operands[0]
+    sources = list(ins.operands[1:])
+    getters, modifiers = [], []
+    for position, kind in enumerate(kinds):
+        if kind.startswith("dst:"):
+            kind = kind[4:]
+            getters.append(_getter(dest, kind))
+        else:
+            if position >= len(sources):
+                raise Unsupported(f"{ins.text}: expected {len(kinds)} sources")
+            getters.append(_getter(sources[position], kind))
+            modifiers.append(_source_modifier(sources[position], kind))
+            continue
+        modifiers.append(None)
+    kinds = [k[4:] if k.startswith("dst:") else k for k in kinds]
+    allowed = {"clamp", "mul", "div", "op_sel"}
+    permute = None
+    if encoding == "dpp":
+        permute = _dpp(ins)
+        allowed |= set(DPP_MODIFIERS)
+    sdwa_sources, dst_sel, dst_unused = [None] * len(kinds), None, None
+    if encoding == "sdwa":
+        allowed |= {"dst_sel", "dst_unused", "src0_sel", "src1_sel"}
+        for position in range(min(2, len(kinds))):
+            select = ins.modifiers.get(f"src{position}_sel", "DWORD")
+            sdwa_sources[position] = _sdwa_source(select, sources[position].sext)
+        dst_sel = ins.modifiers.get("dst_sel", "DWORD")
+        dst_unused = ins.modifiers.get("dst_unused", "UNUSED_PAD")
+    refuse_modifiers(ins, allowed)
+    op_sel = ins.modifiers.get("op_sel")
+    half_sources = [False] * len(kinds)
+    write_high = False
+    if op_sel:
+        for position, kind in enumerate(kinds):
+            if position < len(op_sel) - 1 and op_sel[position]:
+                if WIDTH[kind] != 16:
+                    raise Unsupported(f"{ins.text}: op_sel on a {kind} operand")
+                half_sources[position] = True
+        write_high = bool(op_sel[-1]) and WIDTH[result_kind] == 16 and len(op_sel) == len(kinds) + 1
+        if op_sel[-1] and not write_high:
+            raise Unsupported(f"{ins.text}: op_sel destination select")
+    clamp = "clamp" in ins.modifiers
+    scale = 2.0 ** (ins.modifiers["mul"].bit_length() - 1) if "mul" in ins.modifiers else (
+        0.5 if ins.modifiers.get("div") == 2 else 1.0)
+    if (clamp or scale != 1.0) and result_kind not in FLOAT_KINDS:
+        if not (clamp and ins.mnemonic.startswith(("v_add_u32", "v_sub_u32", "v_add_i32", "v_sub_i32"))):
+            raise Unsupported(f"{ins.text}: clamp/omod on an integer result")
+    row = vgpr_row(dest) if dest.kind in ("v", "a") else None
+    if row is None:
+        raise Unsupported(f"{ins.text}: destination {dest.text} is not a VGPR")
+    wide = WIDTH[result_kind] == 64
+
+    def run(w):
+        values = []
+        for position, get in enumerate(getters):
+            bits = get(w)
+            if position == 0 and permute is not None:
+                bits, write_mask = permute(bits, w.exec_mask)
+            if sdwa_sources[position] is not None:
+                bits = sdwa_sources[position](bits)
+            if half_sources[position]:
+                bits = np.asarray(bits, dtype=U32) >> U32(16)
+            if modifiers[position] is not None:
+                bits = modifiers[position](bits)
+            values.append(decode(bits, kinds[position]))
+        with np.errstate(all="ignore"):
+            result = function(*values)
+            if scale != 1.0:
+                result = np.asarray(result) * scale
+            if clamp:
+                if result_kind in FLOAT_KINDS:
+                    result = np.where(np.isnan(result), 0.0, np.clip(result, 0.0, 1.0))
+                else:
+                    result = np.clip(np.asarray(result, dtype=np.int64), 0 if result_kind.startswith("u") else -2**31,
+                                     MASK32 if result_kind.startswith("u") else 2**31 - 1)
+            bits = encode(result, result_kind)
+        bits = np.broadcast_to(bits, (LANES,))
+        if wide:
+            w.write_v64(row, bits)
+            return
+        if write_high:
+            bits = (w.v[row] & U32(0xFFFF)) | (bits << U32(16))
+        if dst_sel is not None and dst_sel != "DWORD":
+            shift, width = SDWA_SELECT[dst_sel]
+            field = U32(((1 << width) - 1) << shift)
+            placed = (bits << U32(shift)) & field
+            if dst_unused == "UNUSED_PRESERVE":
+                bits = (w.v[row] & ~field) | placed
+            elif dst_unused == "UNUSED_SEXT":
+                top = (placed >> U32(shift + width - 1)) & U32(1)
+                above = U32(MASK32 ^ ((1 << (shift + width)) - 1))
+                bits = placed | np.where(top == 1, above, U32(0))
+            else:
+                bits = placed
+        if permute is not None:
+            mask = write_mask & w.exec_mask
+            np.copyto(w.v[row], bits, where=mask)
+        else:
+            w.write_v(row, bits)
+    return run
+
+
+def _elementwise_names():
+    names = []
+    for base in ELEMENTWISE:
+        names += [base, *(base + suffix for suffix in ENCODINGS)]
+    return names
+
+
+@semantics(*_elementwise_names())
+def compile_valu(ins, ctx):
+    base, encoding = split_encoding(ins.mnemonic)
+    return compile_elementwise(ins, ELEMENTWISE[base], encoding)
+
+
+# --- compares: a lane mask into VCC or an SGPR pair (v_cmpx_ also into EXEC) --------------
+FLOAT_COMPARE = {
+    "f": lambda a, b: np.zeros(np.broadcast(a, b).shape, dtype=bool), "lt": lambda a, b: a < b,
+    "eq": lambda a, b: a == b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
+    "lg": lambda a, b: (a < b) | (a > b), "ge": lambda a, b: a >= b,
+    "o": lambda a, b: ~(np.isnan(a) | np.isnan(b)), "u": lambda a, b: np.isnan(a) | np.isnan(b),
+    "nge": lambda a, b: ~(a >= b), "nlg": lambda a, b: ~((a < b) | (a > b)), "ngt": lambda a, b: ~(a > b),
+    "nle": lambda a, b: ~(a <= b), "neq": lambda a, b: ~(a == b), "nlt": lambda a, b: ~(a < b),
+    "tru": lambda a, b: np.ones(np.broadcast(a, b).shape, dtype=bool),
+}
+INT_COMPARE = {
+    "f": FLOAT_COMPARE["f"], "lt": lambda a, b: a < b, "eq": lambda a, b: a == b, "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b, "ne": lambda a, b: a != b, "lg": lambda a, b: a != b, "ge": lambda a, b: a >= b,
+    "t": FLOAT_COMPARE["tru"],
+}
+COMPARE_TYPES = ("f16", "f32", "f64", "i16", "u16", "i32", "u32", "i64", "u64")
+
+
+def _class_test(value_bits, classes):
+    """v_cmp_class_f32: is each value in one of the classes of the mask (bit 0 sNaN, 1 qNaN,
+    2 -inf, 3 -normal, 4 -denormal, 5 -0, 6 +0, 7 +denormal, 8 +normal, 9 +inf)."""
+    bits = np.broadcast_to(np.asarray(value_bits, dtype=U32), (LANES,))
+    classes = np.broadcast_to(np.asarray(classes, dtype=U32), (LANES,))
+    exponent, mantissa, negative = (bits >> U32(23)) & U32(0xFF), bits & U32(0x7FFFFF), (bits >> U32(31)) == 1
+    kind = np.where(exponent == 255, np.where(mantissa == 0, np.where(negative, 2, 9),
+                                              np.where(mantissa & U32(0x400000), 1, 0)),
+                    np.where(exponent > 0, np.where(negative, 3, 8),
+                             np.where(mantissa > 0, np.where(negative, 4, 7), np.where(negative, 5, 6))))
+    return ((classes >> kind.astype(U32)) & U32(1)) == 1
+
+
+def _compare_names():
+    names = []
+    for prefix in ("v_cmp_", "v_cmpx_"):
+        for kind in COMPARE_TYPES:
+            table = FLOAT_COMPARE if kind.startswith("f") else INT_COMPARE
+            for name in table:
+                names += [f"{prefix}{name}_{kind}{suffix}" for suffix in ("", "_e32", "_e64", "_sdwa")]
+        names += [f"{prefix}class_f32{suffix}" for suffix in ("", "_e32", "_e64")]
+    return names
+
+
+@semantics(*_compare_names())
+def compile_compare(ins, ctx):
+    base, encoding = split_encoding(ins.mnemonic)
+    refuse_modifiers(ins, ("clamp",))
+    writes_exec = base.startswith("v_cmpx_")
+    name, kind = base.split("_", 2)[2].rsplit("_", 1)
+    dest = sgpr_index(ins.operands[0])
+    if dest is None:
+        raise Unsupported(f"{ins.text}: compare destination")
+    first, second = ins.operands[1], ins.operands[2]
+    if name == "class":
+        get_value, get_classes = vector_getter(first, 32, "f"), vector_getter(second)
+        modifier = _source_modifier(first, "f32")
+
+        def test(w):
+            bits = get_value(w)
+            return _class_test(modifier(bits) if modifier else bits, get_classes(w))
+    else:
+        table = FLOAT_COMPARE if kind.startswith("f") else INT_COMPARE
+        function = table[name]
+        get_a, get_b = _getter(first, kind), _getter(second, kind)
+        mod_a, mod_b = _source_modifier(first, kind), _source_modifier(second, kind)
+
+        def test(w):
+            a, b = get_a(w), get_b(w)
+            a, b = (mod_a(a) if mod_a else a), (mod_b(b) if mod_b else b)
+            return np.broadcast_to(function(decode(a, kind), decode(b, kind)), (LANES,))
+
+    def run(w):
+        result = test(w) & w.exec_mask
+        lo, hi = bool_to_mask(result)
+        w.s[dest], w.s[dest + 1] = lo, hi
+        if writes_exec:
+            w.set_exec(lo, hi)
+        elif dest == EXEC_LO:
+            w.sync_exec()
+    return run
+
+
+# --- select, carries, lane moves ---------------------------------------------------------
+
+@semantics("v_cndmask_b32", "v_cndmask_b32_e32", "v_cndmask_b32_e64", "v_cndmask_b32_sdwa", "v_cndmask_b32_dpp")
+def compile_cndmask(ins, ctx):
+    base, encoding = split_encoding(ins.mnemonic)
+    refuse_modifiers(ins, ())
+    row = vgpr_row(ins.operands[0])
+    get0, get1 = vector_getter(ins.operands[1], 32, "f"), vector_getter(ins.operands[2], 32, "f")
+    mod0, mod1 = _source_modifier(ins.operands[1], "f32"), _source_modifier(ins.operands[2], "f32")
+    mask = sgpr_index(ins.operands[3]) if len(ins.operands) > 3 else VCC_LO
+    if mask is None:
+        raise Unsupported(f"{ins.text}: condition operand")
+
+    def run(w):
+        a, b = get0(w), get1(w)
+        a, b = (mod0(a) if mod0 else a), (mod1(b) if mod1 else b)
+        w.write_v(row, np.where(w.read_mask(mask), b, a).astype(U32))
+    return run
+
+
+CARRY = {  # name: (function(a, b, carry_in) -> (result, carry_out), takes carry in)
+    "v_add_co_u32": (lambda a, b, c: a + b, False),
+    "v_sub_co_u32": (lambda a, b, c: a - b, False),
+    "v_subrev_co_u32": (lambda a, b, c: b - a, False),
+    "v_addc_co_u32": (lambda a, b, c: a + b + c, True),
+    "v_subb_co_u32": (lambda a, b, c: a - b - c, True),
+    "v_subbrev_co_u32": (lambda a, b, c: b - a - c, True),
+}
+
+
+@semantics(*(name + suffix for name in CARRY for suffix in ("", "_e32", "_e64")))
+def compile_carry(ins, ctx):
+    base, _ = split_encoding(ins.mnemonic)
+    refuse_modifiers(ins, ("clamp",))
+    function, takes_carry = CARRY[base]
+    row, carry_out = vgpr_row(ins.operands[0]), sgpr_index(ins.operands[1])
+    get_a, get_b = vector_getter(ins.operands[2]), vector_getter(ins.operands[3])
+    carry_in = sgpr_index(ins.operands[4]) if takes_carry else None
+
+    def run(w):
+        a = np.asarray(get_a(w), dtype=np.int64)
+        b = np.asarray(get_b(w), dtype=np.int64)
+        c = w.read_mask(carry_in).astype(np.int64) if takes_carry else 0
+        wide = np.broadcast_to(function(a, b, c), (LANES,))
+        mask = (wide > MASK32) | (wide < 0)
+        w.write_v(row, (wide & MASK32).astype(U32))
+        w.write_mask(carry_out, mask)
+    return run
+
+
+@semantics("v_mad_u64_u32", "v_mad_i64_i32")
+def compile_mad64(ins, ctx):
+    refuse_modifiers(ins, ("clamp",))
+    signed = ins.mnemonic == "v_mad_i64_i32"
+    row, carry = vgpr_row(ins.operands[0]), sgpr_index(ins.operands[1])
+    get_a, get_b = vector_getter(ins.operands[2]), vector_getter(ins.operands[3])
+    get_c = vector_getter(ins.operands[4], 64)
+
+    def run(w):
+        a, b = np.asarray(get_a(w), dtype=U32), np.asarray(get_b(w), dtype=U32)
+        c = np.asarray(get_c(w), dtype=np.uint64)
+        if signed:
+            a64 = np.broadcast_to(a.view(np.int32), (LANES,)).astype(object)
+            b64 = np.broadcast_to(b.view(np.int32), (LANES,)).astype(object)
+            c64 = np.broadcast_to(c.view(np.int64), (LANES,)).astype(object)
+            exact = a64 * b64 + c64
+            overflow = np.array([not (-2**63 <= x < 2**63) for x in exact])
+            total = np.array([x & (2**64 - 1) for x in exact], dtype=np.uint64)
+        else:
+            product = a.astype(np.uint64) * b.astype(np.uint64)
+            total = np.broadcast_to(product + c, (LANES,))
+            overflow = np.broadcast_to(total < c, (LANES,))
+        w.write_v64(row, total)
+        if carry is not None:
+            w.write_mask(carry, overflow)
+    return run
+
+
+@semantics("v_readlane_b32")
+def compile_readlane(ins, ctx):
+    dest = sgpr_index(ins.operands[0])
+    source = vgpr_row(ins.operands[1])
+    lane_op = ins.operands[2]
+    lane_of = (lambda w: lane_op.value & 63) if lane_op.kind == "int" else (lambda w: w.s[sgpr_index(lane_op)] & 63)
+
+    def run(w):
+        w.s[dest] = int(w.v[source, lane_of(w)])
+        if dest in (EXEC_LO, EXEC_LO + 1):
+            w.sync_exec()
+    return run
+
+
+@semantics("v_writelane_b32")
+def compile_writelane(ins, ctx):
+    row = vgpr_row(ins.operands[0])
+    get_value = vector_getter(ins.operands[1])
+    lane_op = ins.operands[2]
+    lane_of = (lambda w: lane_op.value & 63) if lane_op.kind == "int" else (lambda w: w.s[sgpr_index(lane_op)] & 63)
+
+    def run(w):
+        w.v[row, lane_of(w)] = np.broadcast_to(get_value(w), (LANES,))[0]
+    return run
+
+
+@semantics("v_readfirstlane_b32")
+def compile_readfirstlane(ins, ctx):
+    dest = sgpr_index(ins.operands[0])
+    source = vgpr_row(ins.operands[1])
+
+    def run(w):
+        active = np.nonzero(w.exec_mask)[0]
+        w.s[dest] = int(w.v[source, active[0] if len(active) else 0])
+    return run
+
+
+@semantics("v_mbcnt_lo_u32_b32", "v_mbcnt_hi_u32_b32")
+def compile_mbcnt(ins, ctx):
+    row = vgpr_row(ins.operands[0])
+    get_mask, get_add = vector_getter(ins.operands[1]), vector_getter(ins.operands[2])
+    high = ins.mnemonic.startswith("v_mbcnt_hi")
+    lane = LANE_IDS.astype(np.int64) - (32 if high else 0)
+    below = np.clip(lane, 0, 32)
+    prefix = ((np.uint64(1) << below.astype(np.uint64)) - np.uint64(1)).astype(np.uint64)
+
+    def run(w):
+        mask = np.asarray(get_mask(w), dtype=np.uint64) & prefix
+        counts = np.unpackbits(np.ascontiguousarray(np.broadcast_to(mask, (LANES,))).view(np.uint8)).reshape(
+            LANES, 64).sum(1).astype(U32)
+        w.write_v(row, counts + np.asarray(get_add(w), dtype=U32))
+    return run
+
+
+@semantics("v_permlane16_swap_b32", "v_permlane16_swap_b32_e32", "v_permlane32_swap_b32",
+           "v_permlane32_swap_b32_e32")
+def compile_permlane_swap(ins, ctx):
+    refuse_modifiers(ins, ())
+    vdst, src0 = vgpr_row(ins.operands[0]), vgpr_row(ins.operands[1])
+    if "permlane32" in ins.mnemonic:
+        lower = np.arange(32)
+        upper = lower + 32
+    else:
+        lower = np.concatenate([np.arange(16), np.arange(32, 48)])
+        upper = lower + 16
+
+    def run(w):
+        held = w.v[src0, lower].copy()
+        w.v[src0, lower] = w.v[vdst, upper]
+        w.v[vdst, upper] = held
+    return run
+
+
+# --- bitop3: a 3-input truth table ---------------------------------------------------------
+
+@semantics("v_bitop3_b32", "v_bitop3_b16")
+def compile_bitop3(ins, ctx):
+    refuse_modifiers(ins, ("bitop3", "op_sel"))
+    if ins.modifiers.get("op_sel"):
+        raise Unsupported(f"{ins.text}: op_sel")
+    table = ins.modifiers.get("bitop3", 0)
+    row = vgpr_row(ins.operands[0])
+    getters = [vector_getter(op) for op in ins.operands[1:4]]
+    width_mask = U32(0xFFFF) if ins.mnemonic.endswith("b16") else U32(MASK32)
+
+    def run(w):
+        a, b, c = (np.asarray(g(w), dtype=U32) for g in getters)
+        out = np.zeros(np.broadcast(a, b, c).shape, dtype=U32)
+        for index in range(8):
+            if table >> index & 1:
+                term = (a if index & 4 else ~a) & (b if index & 2 else ~b) & (c if index & 1 else ~c)
+                out |= term
+        w.write_v(row, np.broadcast_to(out & width_mask, (LANES,)))
+    return run
+
+
+# --- packed f32 (VOP3P) --------------------------------------------------------------------
+PACKED_F32 = {"v_pk_add_f32": (2, lambda a, b: a + b), "v_pk_mul_f32": (2, lambda a, b: a * b),
+              "v_pk_fma_f32": (3, fused), "v_pk_mov_b32": (2, None)}
+
+
+@semantics(*PACKED_F32)
+def compile_packed_f32(ins, ctx):
+    refuse_modifiers(ins, ("op_sel", "op_sel_hi", "neg_lo", "neg_hi", "clamp"))
+    count, function = PACKED_F32[ins.mnemonic]
+    row = vgpr_row(ins.operands[0])
+    sources = ins.operands[1:1 + count]
+    getters = [vector_getter(op, 64, "i") if op.kind in ("v", "a") or (op.kind == "s" and op.count == 2)
+               else None for op in sources]
+    scalar32 = [vector_getter(op, 32, "f") if g is None else None for op, g in zip(sources, getters)]
+    is_mov = function is None
+    op_sel = ins.modifiers.get("op_sel", (0,) * count)
+    op_sel_hi = ins.modifiers.get("op_sel_hi", (0,) * count if is_mov else (1,) * count)
+    neg_lo = ins.modifiers.get("neg_lo", (0,) * count)
+    neg_hi = ins.modifiers.get("neg_hi", (0,) * count)
+    clamp = "clamp" in ins.modifiers
+
+    def halves(w, position):
+        """(low-lane value, high-lane value) of a source as op_sel/op_sel_hi pick its words."""
+        if getters[position] is not None:
+            both = np.asarray(getters[position](w), dtype=np.uint64)
+            words = ((both & np.uint64(MASK32)).astype(U32), (both >> np.uint64(32)).astype(U32))
+        else:
+            value = np.asarray(scalar32[position](w), dtype=U32)
+            words = (value, value)
+        lo, hi = words[op_sel[position]], words[op_sel_hi[position]]
+        if neg_lo[position]:
+            lo = lo ^ U32(0x80000000)
+        if neg_hi[position]:
+            hi = hi ^ U32(0x80000000)
+        return lo, hi
+
+    def run(w):
+        parts = [halves(w, p) for p in range(count)]
+        if is_mov:  # D.lo = S0's word op_sel[0], D.hi = S1's word op_sel[1]
+            w.write_v(row, np.broadcast_to(parts[0][0], (LANES,)))
+            w.write_v(row + 1, np.broadcast_to(parts[1][0], (LANES,)))
+            return
+        with np.errstate(all="ignore"):
+            lo = function(*(nx.f32(p[0]) for p in parts))
+            hi = function(*(nx.f32(p[1]) for p in parts))
+            if clamp:
+                lo, hi = (np.where(np.isnan(x), 0.0, np.clip(x, 0.0, 1.0)).astype(F32) for x in (lo, hi))
+        w.write_v(row, np.broadcast_to(np.asarray(lo, dtype=F32).view(U32), (LANES,)))
+        w.write_v(row + 1, np.broadcast_to(np.asarray(hi, dtype=F32).view(U32), (LANES,)))
+    return run
+
+
+# --- division helpers ----------------------------------------------------------------------
+
+@semantics("v_div_scale_f32")
+def compile_div_scale(ins, ctx):
+    """The pre-scaling of the f32 division sequence. Scales S0 by 2^64 when the denominator
+    is denormal or the numerator tiny (both operands of the sequence scale alike, so the
+    quotient is unchanged); the VCC-flagged post-scaled cases of the ISA (quotients near the
+    ends of the range) are not taken: VCC = 0, and such quotients keep the sequence's
+    unscaled precision (within an ulp, denormal results aside). 0 in either operand gives NaN
+    here; v_div_fixup makes the IEEE result of it."""
+    refuse_modifiers(ins, ())
+    row, flag = vgpr_row(ins.operands[0]), sgpr_index(ins.operands[1])
+    g0, g1, g2 = (vector_getter(op, 32, "f") for op in ins.operands[2:5])
+    mods = [_source_modifier(op, "f32") for op in ins.operands[2:5]]
+
+    def run(w):
+        s0, s1, s2 = (nx.f32(m(g(w)) if m else g(w)) for g, m in zip((g0, g1, g2), mods))
+        s0, s1, s2 = (np.broadcast_to(x, (LANES,)).astype(F64) for x in (s0, s1, s2))
+        exp2 = nx.exponent32(np.asarray(s2, dtype=F32).view(U32))
+        denorm_den = (s1 != 0) & (np.abs(s1) < 2.0 ** -126)
+        scale = denorm_den | ((exp2 <= 23) & (s2 != 0))
+        result = np.where(scale, s0 * 2.0 ** 64, s0)
+        result = np.where((s1 == 0) | (s2 == 0), np.nan, result)
+        with np.errstate(all="ignore"):
+            w.write_v(row, result.astype(F32).view(U32))
+        w.write_mask(flag, np.zeros(LANES, dtype=bool))
+    return run
+
+
+@semantics("v_div_fmas_f32")
+def compile_div_fmas(ins, ctx):
+    refuse_modifiers(ins, ())
+    row = vgpr_row(ins.operands[0])
+    getters = [vector_getter(op, 32, "f") for op in ins.operands[1:4]]
+    mods = [_source_modifier(op, "f32") for op in ins.operands[1:4]]
+
+    def run(w):
+        a, b, c = (nx.f32(m(g(w)) if m else g(w)) for g, m in zip(getters, mods))
+        result = fused(a, b, c, F64)
+        result = np.where(w.read_mask(VCC_LO), result * 2.0 ** 32, result)
+        with np.errstate(all="ignore"):
+            w.write_v(row, np.broadcast_to(result, (LANES,)).astype(F32).view(U32))
+    return run
+
+
+@semantics("v_div_fixup_f32")
+def compile_div_fixup(ins, ctx):
+    refuse_modifiers(ins, ())
+    row = vgpr_row(ins.operands[0])
+    getters = [vector_getter(op, 32, "f") for op in ins.operands[1:4]]
+    mods = [_source_modifier(op, "f32") for op in ins.operands[1:4]]
+
+    def run(w):
+        s0, s1, s2 = (np.broadcast_to(nx.f32(m(g(w)) if m else g(w)), (LANES,)).astype(F64)
+                      for g, m in zip(getters, mods))
+        sign = np.signbit(s1) ^ np.signbit(s2)
+        signed_inf = np.where(sign, -np.inf, np.inf)
+        signed_zero = np.where(sign, -0.0, 0.0)
+        result = np.where(sign, -np.abs(s0), np.abs(s0))
+        result = np.where((np.abs(s1) == np.inf) | (s2 == 0), signed_zero, result)
+        result = np.where((s1 == 0) | (np.abs(s2) == np.inf), signed_inf, result)
+        result = np.where(((s1 == 0) & (s2 == 0)) | ((np.abs(s1) == np.inf) & (np.abs(s2) == np.inf)), np.nan, result)
+        result = np.where(np.isnan(s1), s1, result)
+        result = np.where(np.isnan(s2), s2, result)
+        with np.errstate(all="ignore"):
+            w.write_v(row, result.astype(F32).view(U32))
+    return run
+
+
+# --- gfx950 conversions (scaled and packed) ------------------------------------------------
+
+def _op_sel_field(ins):
+    """The OPSEL bits of the instruction: op_sel:[a,b,c(,d)] -> a | b<<1 | c<<2 | d<<3
+    (a 3-element op_sel of the conversions names bits 0, 1 and 3)."""
+    sel = ins.modifiers.get("op_sel", ())
+    if len(sel) == 3:
+        return sel[0] | sel[1] << 1 | sel[2] << 3
+    return sum(bit << i for i, bit in enumerate(sel))
+
+
+CONVERT_TO_WIDE = {  # name: (source format, bits per element, result: bf16 pair / f32 pair / f16 pair)
+    "v_cvt_scalef32_pk_bf16_fp4": ("e2m1", 4, "bf16"),
+    "v_cvt_scalef32_pk_f16_fp4": ("e2m1", 4, "f16"),
+    "v_cvt_scalef32_pk_f32_fp4": ("e2m1", 4, "f32"),
+    "v_cvt_scalef32_pk_bf16_fp8": ("e4m3", 8, "bf16"),
+    "v_cvt_scalef32_pk_bf16_bf8": ("e5m2", 8, "bf16"),
+    "v_cvt_scalef32_pk_f32_fp8": ("e4m3", 8, "f32"),
+    "v_cvt_scalef32_pk_f32_bf8": ("e5m2", 8, "f32"),
+    "v_cvt_scalef32_pk_f16_fp8": ("e4m3", 8, "f16"),
+}
+
+
+def _to_bf16_bits(values):
+    return nx.f32_to_bf16(nx.f64_to_f32_bits(values))
+
+
+@semantics(*CONVERT_TO_WIDE)
+def compile_cvt_scaled_up(ins, ctx):
+    """Two narrow elements of the source (the byte of op_sel for fp4, the 16-bit word for
+    fp8) times the scale's power of two -> a packed pair. bf16 results round to nearest
+    even from the exact value."""
+    refuse_modifiers(ins, ("op_sel",))
+    fmt, bits, result = CONVERT_TO_WIDE[ins.mnemonic]
+    row = vgpr_row(ins.operands[0])
+    get_src, get_scale = vector_getter(ins.operands[1]), vector_getter(ins.operands[2], 32, "f")
+    sel = _op_sel_field(ins)
+    shift = U32((sel & 3) * 8) if bits == 4 else U32((sel & 1) * 16)
+    mask = U32((1 << bits) - 1)
+
+    def run(w):
+        packed = np.asarray(get_src(w), dtype=U32) >> shift
+        scale = nx.scale_of_f32(get_scale(w))
+        low = nx.decode(packed & mask, fmt) * scale
+        high = nx.decode((packed >> U32(bits)) & mask, fmt) * scale
+        low, high = np.broadcast_to(low, (LANES,)), np.broadcast_to(high, (LANES,))
+        if result == "bf16":
+            w.write_v(row, _to_bf16_bits(low) | (_to_bf16_bits(high) << U32(16)))
+        elif result == "f16":
+            w.write_v(row, nx.f32_to_f16(nx.f64_to_f32_bits(low)) | (nx.f32_to_f16(nx.f64_to_f32_bits(high)) << U32(16)))
+        else:
+            w.write_v(row, nx.f64_to_f32_bits(low))
+            w.write_v(row + 1, nx.f64_to_f32_bits(high))
+    return run
+
+
+CONVERT_TO_NARROW = {  # name: (format, bits per element, sources' type)
+    "v_cvt_scalef32_pk_fp8_f32": ("e4m3", 8, "f32"),
+    "v_cvt_scalef32_pk_bf8_f32": ("e5m2", 8, "f32"),
+    "v_cvt_scalef32_pk_fp4_f32": ("e2m1", 4, "f32"),
+    "v_cvt_pk_fp8_f32": ("e4m3", 8, "f32"),
+    "v_cvt_pk_bf8_f32": ("e5m2", 8, "f32"),
+}
+
+
+@semantics(*CONVERT_TO_NARROW)
+def compile_cvt_scaled_down(ins, ctx):
+    """Two f32 sources divided by the scale's power of two, rounded to nearest even into
+    the narrow format (saturating to the largest finite value when MODE.FP16_OVFL is set),
+    written into one half (fp8) or one byte (fp4) of the destination; the rest is kept."""
+    refuse_modifiers(ins, ("op_sel", "clamp"))
+    fmt, bits, _ = CONVERT_TO_NARROW[ins.mnemonic]
+    row = vgpr_row(ins.operands[0])
+    get_a, get_b = vector_getter(ins.operands[1], 32, "f"), vector_getter(ins.operands[2], 32, "f")
+    mod_a, mod_b = _source_modifier(ins.operands[1], "f32"), _source_modifier(ins.operands[2], "f32")
+    scaled = ins.mnemonic.startswith("v_cvt_scalef32")
+    get_scale = vector_getter(ins.operands[3], 32, "f") if scaled else None
+    sel = _op_sel_field(ins)
+    shift = (sel >> 2 & 3) * 8 if bits == 4 else (sel >> 3 & 1) * 16
+    field = U32(((1 << (2 * bits)) - 1) << shift)
+    from .ops_scalar import MODE_FP16_OVFL
+
+    def run(w):
+        a, b = get_a(w), get_b(w)
+        a, b = (mod_a(a) if mod_a else a), (mod_b(b) if mod_b else b)
+        values = [np.broadcast_to(nx.f32(x), (LANES,)).astype(F64) for x in (a, b)]
+        if scaled:
+            scale = np.broadcast_to(nx.scale_of_f32(get_scale(w)), (LANES,))
+            with np.errstate(all="ignore"):
+                values = [v / scale for v in values]
+        saturate = bool(w.mode & MODE_FP16_OVFL) or "clamp" in ins.modifiers
+        codes = [nx.encode(v, fmt, saturate) for v in values]
+        packed = (codes[0] | (codes[1] << U32(bits))) << U32(shift)
+        w.write_v(row, (w.v[row] & ~field) | (packed.astype(U32) & field))
+    return run
+
+
+@semantics("v_cvt_f32_fp8", "v_cvt_f32_fp8_e32", "v_cvt_f32_fp8_sdwa", "v_cvt_f32_bf8", "v_cvt_f32_bf8_e32",
+           "v_cvt_f32_bf8_sdwa", "v_cvt_pk_f32_fp8", "v_cvt_pk_f32_fp8_e32", "v_cvt_pk_f32_fp8_sdwa",
+           "v_cvt_pk_f32_bf8", "v_cvt_pk_f32_bf8_e32", "v_cvt_pk_f32_bf8_sdwa")
+def compile_cvt_from_fp8(ins, ctx):
+    """fp8 (bf8) -> f32: one byte chosen by SDWA src0_sel, or a pair from the word chosen."""
+    refuse_modifiers(ins, ("src0_sel", "dst_sel", "dst_unused", "op_sel"))
+    base, _ = split_encoding(ins.mnemonic)
+    fmt = "e5m2" if base.endswith("bf8") else "e4m3"
+    pair = base.startswith("v_cvt_pk")
+    row = vgpr_row(ins.operands[0])
+    get = vector_getter(ins.operands[1])
+    select = ins.modifiers.get("src0_sel", "BYTE_0" if not pair else "WORD_0")
+    if ins.modifiers.get("op_sel"):
+        select = {(1,): "WORD_1", (0, 1): "BYTE_2", (1, 0): "BYTE_1", (1, 1): "BYTE_3"}.get(ins.modifiers["op_sel"][:2],
+                                                                                             select)
+    shift = U32(SDWA_SELECT[select][0])
+
+    def run(w):
+        source = np.asarray(get(w), dtype=U32) >> shift
+        w.write_v(row, np.broadcast_to(nx.f64_to_f32_bits(nx.decode(source & U32(0xFF), fmt)), (LANES,)))
+        if pair:
+            high = nx.decode((source >> U32(8)) & U32(0xFF), fmt)
+            w.write_v(row + 1, np.broadcast_to(nx.f64_to_f32_bits(high), (LANES,)))
+    return run
+
+
+@semantics("v_accvgpr_read_b32", "v_accvgpr_write_b32", "v_accvgpr_mov_b32", "v_accvgpr_read",
+           "v_accvgpr_write")
+def compile_accvgpr(ins, ctx):
+    refuse_modifiers(ins, ())
+    row = vgpr_row(ins.operands[0])
+    get = vector_getter(ins.operands[1])
+
+    def run(w):
+        w.write_v(row, np.broadcast_to(get(w), (LANES,)))
+    return run
