@@ -15,6 +15,10 @@ from .wave import LANE_IDS, LANES, EmulationError, Wave
 DEFAULT_BUDGET = 2_000_000   # wave instructions before a wave counts as hung
 
 
+def _nothing():
+    """The completion of an operation whose effect is already in place (a store's vmcnt entry)."""
+
+
 def _unsupported(ins, why):
     def run(w):
         raise Unsupported(why)
@@ -88,12 +92,13 @@ class Workgroup:
 
     # --- pending operations ------------------------------------------------------------
     def issue(self, w, counter, land):
-        w.pending[counter].append(land)
+        """A memory operation of wave w's current instruction, completing when `land` runs."""
+        w.pending[counter].append((land, w.pc - 1))
 
     def retire(self, w, counter, keep):
         queue = w.pending[counter]
         while len(queue) > keep:
-            queue.popleft()()
+            queue.popleft()[0]()
 
     def retire_all(self, w):
         for counter in w.pending:
@@ -104,13 +109,16 @@ class Workgroup:
         return self.memory.load(addresses, nbytes, mask)
 
     def memory_store(self, w, addresses, data, mask, ins, bypass=False):
+        """A store: its data is taken now; it counts in vmcnt until a wait retires it."""
         self.memory.store(addresses, data, mask)
+        self.issue(w, "vm", _nothing)
 
     def memory_atomic(self, w, addresses, function, data, mask, ins):
         return self.memory.atomic(addresses, function, data, mask)
 
     def cache_control(self, w, name, ins):
-        """buffer_wbl2 / buffer_inv: nothing to do with one coherent memory."""
+        """buffer_wbl2 / buffer_inv: nothing to do with one coherent memory; they count in vmcnt."""
+        self.issue(w, "vm", _nothing)
 
     # --- LDS -----------------------------------------------------------------------------
     def _lds_bytes(self, addresses, nbytes, mask, ins, what):
@@ -169,6 +177,7 @@ class Workgroup:
     def scratch_write(self, w, offsets, data, mask, ins):
         lanes, index = self._scratch_index(w, offsets, data.shape[1], mask)
         w.scratch[lanes[:, None], index] = data[lanes]
+        self.issue(w, "vm", _nothing)
 
 
 class Dispatch:

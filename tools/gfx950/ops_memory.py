@@ -395,8 +395,8 @@ def compile_buffer_atomic(ins, ctx):
         addresses, in_range, _ = address(w, 4)
         data = np.broadcast_to(w.v[row], (LANES,)).copy()
         old = w.workgroup.memory_atomic(w, addresses, function, data, mask & in_range, ins)
-        if returns:
-            w.workgroup.issue(w, "vm", lambda: np.copyto(w.v[row], old.astype(np.uint32), where=mask))
+        w.workgroup.issue(w, "vm", (lambda: np.copyto(w.v[row], old.astype(np.uint32), where=mask)) if returns
+                          else (lambda: None))
     return run
 
 
@@ -534,6 +534,6 @@ def compile_global_atomic(ins, ctx):
         mask = w.exec_mask.copy()
         data = np.broadcast_to(np.asarray(get_data(w), dtype=np.uint32), (LANES,)).copy()
         old = w.workgroup.memory_atomic(w, get_address(w), function, data, mask, ins)
-        if returns:
-            w.workgroup.issue(w, "vm", lambda: np.copyto(w.v[dest], old.astype(np.uint32), where=mask))
+        w.workgroup.issue(w, "vm", (lambda: np.copyto(w.v[dest], old.astype(np.uint32), where=mask)) if returns
+                          else (lambda: None))
     return run
