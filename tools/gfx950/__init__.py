@@ -14,6 +14,7 @@ outside every tensor an error naming the kernel, instruction, lane and address.
 
 What it proves and what it does not: docs/gfx950_emulator.md.
 """
+import dataclasses
 import inspect
 
 import numpy as np
@@ -164,10 +165,13 @@ def _kernarg_bytes(program, built, arguments):
 
 
 def emulate(kernel, grid, *args, num_warps=4, num_stages=None, order=None, budget=DEFAULT_BUDGET, options=None,
-            **kwargs):
+            edit_asm=None, **kwargs):
     """Run `kernel` on the gfx950 emulator over `grid` (an int or a tuple of up to 3), like
     `kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **kwargs)`. order: the
-    workgroups' linear ids in the order they run (default ascending). -> Launch."""
+    workgroups' linear ids in the order they run (default ascending); budget: wave
+    instructions before a wave counts as hung; options: other Triton compile options;
+    edit_asm: a function of the amdgcn text run instead of it (to try a change to the binary,
+    e.g. a wait removed). -> Launch."""
     if isinstance(grid, int):
         grid = (grid,)
     grid = tuple(int(g) for g in grid)
@@ -177,6 +181,8 @@ def emulate(kernel, grid, *args, num_warps=4, num_stages=None, order=None, budge
     arguments = _Arguments(kernel, args, kwargs, memory)
     positional, constexprs = arguments.described()
     built = build(kernel, positional, constexprs, num_warps=num_warps, num_stages=num_stages, options=options)
+    if edit_asm is not None:
+        built = dataclasses.replace(built, asm=edit_asm(built.asm))
     return run_built(built, arguments, memory, grid, order=order, budget=budget)
 
 
@@ -190,3 +196,32 @@ def run_built(built, arguments, memory, grid, order=None, budget=DEFAULT_BUDGET)
         with np.errstate(all="ignore"):
             dispatch.run(order=order)
     return Launch(built, compiled, dispatch)
+
+
+def run_asm(text, args=(), grid=(1,), num_warps=1, lds_bytes=0, order=None, budget=DEFAULT_BUDGET):
+    """Run hand-written amdgcn `text` (instructions and labels; `.amdhsa_*` directives
+    optional) over `grid`: the kernel arguments are `args` (CPU tensors as 8-byte device
+    addresses, Python ints as 4-byte values, naturally aligned), their segment's address in
+    s[0:1], the workgroup id in s2 (after the kernarg pointer, as a build without preloaded
+    arguments has it), the work-item id in v0. -> Launch."""
+    program = parse(text)
+    program.descriptor.setdefault("user_sgpr_count", 2)
+    memory = Memory()
+    segment = bytearray()
+    for value in args:
+        if _is_tensor(value):
+            segment += b"\0" * (-len(segment) % 8)
+            key_base = memory.add_region(_storage_view(value))
+            first, end = _extent(value)
+            memory.add_extent(key_base, first, end, f"argument {len(segment)}")
+            segment += (key_base + first).to_bytes(8, "little")
+        else:
+            segment += b"\0" * (-len(segment) % 4)
+            segment += (int(value) & 0xFFFFFFFF).to_bytes(4, "little")
+    kernel = Kernel(program, lds_bytes, num_warps)
+    kernarg_data = np.frombuffer(bytes(segment) + b"\0" * 64, dtype=np.uint8).copy()
+    base = memory.add_region(kernarg_data, "kernel arguments", writable=False)
+    dispatch = Dispatch(kernel, memory, base, bytes(segment), tuple(grid), budget=budget)
+    with np.errstate(all="ignore"):
+        dispatch.run(order=order)
+    return Launch(None, kernel, dispatch)

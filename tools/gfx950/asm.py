@@ -206,28 +206,28 @@ def parse_instruction(text, line=0):
 
 
 def _metadata(lines):
-    """The first kernel's entry of the .amdgpu_metadata YAML block -> (flat dict, kernargs)."""
-    meta, args, current, in_args = {}, [], None, False
+    """The first kernel's entry of the .amdgpu_metadata YAML block -> (flat dict of its
+    scalar keys, its .args list). Enough YAML for what LLVM prints there."""
+    meta, args = {}, []
+    args_indent = None
     for raw in lines:
-        s = raw.strip()
-        if s.startswith(".args:"):
-            in_args = True
-            continue
-        m = re.match(r"^(- )?\.([\w]+):\s*(.*)$", s)
+        text = raw.rstrip()
+        m = re.match(r"^(\s*)(- )?\.([\w]+):\s*(.*)$", text)
         if not m:
             continue
-        key, value = m[2], m[3].strip()
-        if in_args:
-            indent = len(raw) - len(raw.lstrip())
-            if m[1] and indent >= 6:
-                current = {}
-                args.append(current)
-            elif indent < 6:
-                in_args = False
-            if in_args:
-                current[key] = _int(value) if re.match(r"^-?\d+$", value) else value
-                continue
-        meta[key] = _int(value) if re.match(r"^-?\d+$", value) else value
+        indent = len(m[1]) + (2 if m[2] else 0)
+        key, value = m[3], m[4].strip()
+        parsed = _int(value) if re.match(r"^-?\d+$", value) else value
+        if key == "args" and not value:
+            args_indent = indent
+            continue
+        if args_indent is not None and indent > args_indent:
+            if m[2]:
+                args.append({})
+            args[-1][key] = parsed
+            continue
+        args_indent = None if args_indent is not None and indent <= args_indent else args_indent
+        meta.setdefault(key, parsed)
     return meta, args
 
 

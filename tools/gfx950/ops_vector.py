@@ -121,15 +121,13 @@ def fmed3(a, b, c):
 def fused(a, b, c, dtype=F32):
     """fma rounded once to float32 (the product is exact in float64; the sum rounds once in
     float64 first: within an ulp of the fused result, equal in all but double-rounding ties)."""
-    with np.errstate(all="ignore"):
-        return (np.asarray(a, dtype=F64) * np.asarray(b, dtype=F64) + np.asarray(c, dtype=F64)).astype(dtype)
+    return (np.asarray(a, dtype=F64) * np.asarray(b, dtype=F64) + np.asarray(c, dtype=F64)).astype(dtype)
 
 
 def unary64(function):
     """A transcendental computed in float64 and rounded to float32 (within 1 ulp of the ISA)."""
     def run(a):
-        with np.errstate(all="ignore"):
-            return function(np.asarray(a, dtype=F64)).astype(F32)
+        return function(np.asarray(a, dtype=F64)).astype(F32)
     return run
 
 
@@ -145,20 +143,20 @@ def _lshl_add_u64(a, b, c):
 
 
 def _perm(s0, s1, sel):
-    """v_perm_b32: bytes of {S0, S1} chosen by the four selector bytes of S2."""
-    data = (np.asarray(s0, dtype=np.uint64) << np.uint64(32)) | np.asarray(s1, dtype=np.uint64)
-    data = np.broadcast_to(data, (LANES,))
-    sel = np.broadcast_to(np.asarray(sel, dtype=U32), (LANES,))
-    out = np.zeros(LANES, dtype=U32)
-    for byte in range(4):
-        s = (sel >> U32(8 * byte)) & U32(0xFF)
-        value = ((data >> (np.minimum(s, 7).astype(np.uint64) * np.uint64(8))) & np.uint64(0xFF)).astype(U32)
-        sign_of = {8: 15, 9: 31, 10: 47, 11: 63}
-        for code, bit in sign_of.items():
-            value = np.where(s == code, ((data >> np.uint64(bit)) & np.uint64(1)).astype(U32) * U32(0xFF), value)
-        value = np.where(s == 12, U32(0), np.where(s >= 13, U32(0xFF), value))
-        out |= value.astype(U32) << U32(8 * byte)
-    return out
+    """v_perm_b32: each byte of the result chosen by a selector byte of S2 from the bytes of
+    {S0, S1} (S1 the low word): 0-7 a byte, 8-11 the sign of byte 1/3/5/7 replicated, 12
+    zero, 13 and above 0xFF."""
+    words = np.empty((LANES, 2), dtype=U32)
+    words[:, 0], words[:, 1] = s1, s0
+    data = words.view(np.uint8)                                    # (64, 8): S1's bytes, then S0's
+    table = np.empty((LANES, 16), dtype=np.uint8)
+    table[:, :8] = data
+    table[:, 8:12] = (data[:, 1::2] >> 7) * np.uint8(0xFF)
+    table[:, 12] = 0
+    table[:, 13:] = 0xFF
+    selectors = np.minimum(np.broadcast_to(np.asarray(sel, dtype=U32), (LANES,)).astype(U32).reshape(LANES, 1)
+                           .view(np.uint8), 15)
+    return np.take_along_axis(table, selectors.astype(np.int64), axis=1).view(U32).reshape(LANES)
 
 
 def _bfe(a, b, c, signed):
@@ -446,91 +444,122 @@ def _getter(op, kind):
     return vector_getter(op, WIDTH[kind], "f" if kind in FLOAT_KINDS else "i")
 
 
+def _fetcher(op, kind, modifier, sdwa, high_half, dest_row=None):
+    """A closure reading one source already decoded to its type (modifiers, SDWA select and
+    the 16-bit op_sel half applied to its bits first); constants are decoded once."""
+    if kind == "mask":
+        return _getter(op, kind)
+    get = (lambda w: w.v[dest_row]) if dest_row is not None else _getter(op, kind)
+    steps = [step for step in (sdwa, (lambda b: np.asarray(b, dtype=U32) >> U32(16)) if high_half else None, modifier)
+             if step is not None]
+    if op.kind in ("int", "float") and dest_row is None:
+        bits = get(None)
+        for step in steps:
+            bits = step(bits)
+        value = decode(bits, kind)
+        return lambda w: value
+    if not steps:
+        if kind in ("u32", "b32", "u64", "b64"):
+            return get
+        if kind == "f32":
+            return lambda w: get(w).view(F32)
+        return lambda w: decode(get(w), kind)
+
+    def fetch(w):
+        bits = get(w)
+        for step in steps:
+            bits = step(bits)
+        return decode(bits, kind)
+    return fetch
+
+
 def compile_elementwise(ins, spec, encoding):
     kinds, result_kind, function = spec
     dest = ins.operands[0]
     sources = list(ins.operands[1:])
-    getters, modifiers = [], []
-    for position, kind in enumerate(kinds):
-        if kind.startswith("dst:"):
-            kind = kind[4:]
-            getters.append(_getter(dest, kind))
-        else:
-            if position >= len(sources):
-                raise Unsupported(f"{ins.text}: expected {len(kinds)} sources")
-            getters.append(_getter(sources[position], kind))
-            modifiers.append(_source_modifier(sources[position], kind))
-            continue
-        modifiers.append(None)
-    kinds = [k[4:] if k.startswith("dst:") else k for k in kinds]
+    row = vgpr_row(dest) if dest.kind in ("v", "a") else None
+    if row is None:
+        raise Unsupported(f"{ins.text}: destination {dest.text} is not a VGPR")
+    source_kinds = [k[4:] if k.startswith("dst:") else k for k in kinds]
+    if len([k for k in kinds if not k.startswith("dst:")]) > len(sources):
+        raise Unsupported(f"{ins.text}: expected {len(kinds)} sources")
     allowed = {"clamp", "mul", "div", "op_sel"}
     permute = None
     if encoding == "dpp":
         permute = _dpp(ins)
         allowed |= set(DPP_MODIFIERS)
-    sdwa_sources, dst_sel, dst_unused = [None] * len(kinds), None, None
+    dst_sel = dst_unused = None
+    sdwa = [None] * len(kinds)
     if encoding == "sdwa":
         allowed |= {"dst_sel", "dst_unused", "src0_sel", "src1_sel"}
         for position in range(min(2, len(kinds))):
-            select = ins.modifiers.get(f"src{position}_sel", "DWORD")
-            sdwa_sources[position] = _sdwa_source(select, sources[position].sext)
+            sdwa[position] = _sdwa_source(ins.modifiers.get(f"src{position}_sel", "DWORD"), sources[position].sext)
         dst_sel = ins.modifiers.get("dst_sel", "DWORD")
         dst_unused = ins.modifiers.get("dst_unused", "UNUSED_PAD")
     refuse_modifiers(ins, allowed)
     op_sel = ins.modifiers.get("op_sel")
-    half_sources = [False] * len(kinds)
+    high = [False] * len(kinds)
     write_high = False
     if op_sel:
-        for position, kind in enumerate(kinds):
+        for position, kind in enumerate(source_kinds):
             if position < len(op_sel) - 1 and op_sel[position]:
                 if WIDTH[kind] != 16:
                     raise Unsupported(f"{ins.text}: op_sel on a {kind} operand")
-                half_sources[position] = True
+                high[position] = True
         write_high = bool(op_sel[-1]) and WIDTH[result_kind] == 16 and len(op_sel) == len(kinds) + 1
         if op_sel[-1] and not write_high:
             raise Unsupported(f"{ins.text}: op_sel destination select")
+    fetchers = []
+    for position, kind in enumerate(kinds):
+        if kind.startswith("dst:"):
+            fetchers.append(_fetcher(dest, kind[4:], None, None, False, dest_row=row))
+            continue
+        op = sources[position]
+        fetchers.append(_fetcher(op, kind, _source_modifier(op, kind), sdwa[position], high[position]))
+    if permute is not None:   # DPP permutes src0's bits: fetch it raw, permute, then decode
+        raw0 = _getter(sources[0], source_kinds[0])
+        mod0 = _source_modifier(sources[0], source_kinds[0])
+        kind0 = source_kinds[0]
     clamp = "clamp" in ins.modifiers
     scale = 2.0 ** (ins.modifiers["mul"].bit_length() - 1) if "mul" in ins.modifiers else (
         0.5 if ins.modifiers.get("div") == 2 else 1.0)
     if (clamp or scale != 1.0) and result_kind not in FLOAT_KINDS:
         if not (clamp and ins.mnemonic.startswith(("v_add_u32", "v_sub_u32", "v_add_i32", "v_sub_i32"))):
             raise Unsupported(f"{ins.text}: clamp/omod on an integer result")
-    row = vgpr_row(dest) if dest.kind in ("v", "a") else None
-    if row is None:
-        raise Unsupported(f"{ins.text}: destination {dest.text} is not a VGPR")
     wide = WIDTH[result_kind] == 64
+    plain = not (clamp or scale != 1.0 or wide or write_high or dst_sel not in (None, "DWORD") or permute)
+    signed_clamp = result_kind.startswith("i")
+
+    if plain:
+        def run_plain(w):
+            result = encode(function(*[f(w) for f in fetchers]), result_kind)
+            if w.exec_all:
+                w.v[row] = result
+            else:
+                np.copyto(w.v[row], result, where=w.exec_mask)
+        return run_plain
 
     def run(w):
-        values = []
-        for position, get in enumerate(getters):
-            bits = get(w)
-            if position == 0 and permute is not None:
-                bits, write_mask = permute(bits, w.exec_mask)
-            if sdwa_sources[position] is not None:
-                bits = sdwa_sources[position](bits)
-            if half_sources[position]:
-                bits = np.asarray(bits, dtype=U32) >> U32(16)
-            if modifiers[position] is not None:
-                bits = modifiers[position](bits)
-            values.append(decode(bits, kinds[position]))
-        with np.errstate(all="ignore"):
-            result = function(*values)
-            if scale != 1.0:
-                result = np.asarray(result) * scale
-            if clamp:
-                if result_kind in FLOAT_KINDS:
-                    result = np.where(np.isnan(result), 0.0, np.clip(result, 0.0, 1.0))
-                else:
-                    result = np.clip(np.asarray(result, dtype=np.int64), 0 if result_kind.startswith("u") else -2**31,
-                                     MASK32 if result_kind.startswith("u") else 2**31 - 1)
-            bits = encode(result, result_kind)
-        bits = np.broadcast_to(bits, (LANES,))
+        values = [f(w) for f in fetchers]
+        if permute is not None:
+            bits, write_mask = permute(raw0(w), w.exec_mask)
+            values[0] = decode(mod0(bits) if mod0 else bits, kind0)
+        result = function(*values)
+        if scale != 1.0:
+            result = np.asarray(result) * scale
+        if clamp:
+            if result_kind in FLOAT_KINDS:
+                result = np.where(np.isnan(result), 0.0, np.clip(result, 0.0, 1.0))
+            else:
+                result = np.clip(np.asarray(result, dtype=np.int64), -2 ** 31 if signed_clamp else 0,
+                                 2 ** 31 - 1 if signed_clamp else MASK32)
+        bits = np.broadcast_to(encode(result, result_kind), (LANES,))
         if wide:
             w.write_v64(row, bits)
             return
         if write_high:
             bits = (w.v[row] & U32(0xFFFF)) | (bits << U32(16))
-        if dst_sel is not None and dst_sel != "DWORD":
+        if dst_sel not in (None, "DWORD"):
             shift, width = SDWA_SELECT[dst_sel]
             field = U32(((1 << width) - 1) << shift)
             placed = (bits << U32(shift)) & field
@@ -543,8 +572,7 @@ def compile_elementwise(ins, spec, encoding):
             else:
                 bits = placed
         if permute is not None:
-            mask = write_mask & w.exec_mask
-            np.copyto(w.v[row], bits, where=mask)
+            np.copyto(w.v[row], bits, where=write_mask & w.exec_mask)
         else:
             w.write_v(row, bits)
     return run

@@ -97,7 +97,7 @@ class Wave:
         if self.exec_all:
             self.v[row] = values
         else:
-            np.copyto(self.v[row], np.broadcast_to(np.asarray(values, dtype=U32), (LANES,)), where=self.exec_mask)
+            np.copyto(self.v[row], values, where=self.exec_mask, casting="unsafe")
 
     def write_v64(self, row, values):
         values = np.asarray(values, dtype=np.uint64)
