@@ -136,13 +136,36 @@ class _Arguments:
         return positional, constexprs
 
 
-def _kernarg_bytes(program, built, arguments):
+def _hidden_value(kind, grid, workgroup_size):
+    """A hidden (implicit) kernel argument of code object v5 (LLVM's AMDGPUUsage)."""
+    axis = "xyz".find(kind[-1]) if kind[-1] in "xyz" else -1
+    if kind.startswith("hidden_block_count_"):
+        return grid[axis]
+    if kind.startswith("hidden_group_size_"):
+        return (workgroup_size, 1, 1)[axis]
+    if kind == "hidden_grid_dims":
+        return max([i + 1 for i, g in enumerate(grid) if g != 1], default=1)
+    if kind.startswith(("hidden_remainder_", "hidden_global_offset_", "hidden_dynamic_lds_size")) or kind in (
+            "hidden_none", "hidden_default_queue", "hidden_completion_action", "hidden_multigrid_sync_arg",
+            "hidden_printf_buffer", "hidden_hostcall_buffer", "hidden_heap_v1", "hidden_private_base",
+            "hidden_shared_base", "hidden_queue_ptr"):
+        return 0
+    raise Unsupported(f"hidden kernel argument {kind} is not provided by the emulator")
+
+
+def _kernarg_bytes(program, built, arguments, grid):
     """The kernel argument segment: each runtime parameter at the offset the build's
-    metadata gives it, then the two scratch pointers Triton appends (null)."""
+    metadata gives it, the two scratch pointers Triton appends (null), and the hidden
+    arguments (grid and workgroup sizes) where the build reads them."""
     size = program.metadata.get("kernarg_segment_size", 0)
     segment = bytearray(size)
-    entries = program.kernargs
-    for (name, kind), entry in zip(built.params, entries):
+    explicit = [e for e in program.kernargs if not str(e.get("value_kind", "")).startswith("hidden_")]
+    for entry in program.kernargs:
+        kind = str(entry.get("value_kind", ""))
+        if kind.startswith("hidden_"):
+            value = _hidden_value(kind, grid + (1,) * (3 - len(grid)), 64 * built.num_warps)
+            segment[entry["offset"]:entry["offset"] + entry["size"]] = int(value).to_bytes(entry["size"], "little")
+    for (name, kind), entry in zip(built.params, explicit):
         value = arguments.values[name]
         offset, nbytes = entry["offset"], entry["size"]
         if kind.startswith("*"):
@@ -188,7 +211,7 @@ def emulate(kernel, grid, *args, num_warps=4, num_stages=None, order=None, budge
 
 def run_built(built, arguments, memory, grid, order=None, budget=DEFAULT_BUDGET):
     compiled = load(built)
-    kernarg = _kernarg_bytes(compiled.program, built, arguments)
+    kernarg = _kernarg_bytes(compiled.program, built, arguments, grid)
     kernarg_data = np.frombuffer(kernarg + b"\0" * 64, dtype=np.uint8).copy()
     kernarg_base = memory.add_region(kernarg_data, "kernel arguments", writable=False)
     dispatch = Dispatch(compiled, memory, kernarg_base, kernarg, grid, budget=budget)

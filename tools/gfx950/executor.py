@@ -35,6 +35,7 @@ class Kernel:
         self.num_warps = num_warps
         context = CompileContext(program.labels, program.name, lds_bytes)
         self.code, self.unsupported = [], []
+        self.counts = [0] * len(program.instructions)   # executions of each instruction (wave instructions)
         for ins in program.instructions:
             compile_function = SEMANTICS.get(ins.mnemonic)
             try:
@@ -221,12 +222,14 @@ class Dispatch:
 
     def _run_wave(self, w):
         code = self.kernel.code
+        counts = self.kernel.counts
         budget = self.budget
         try:
             while True:
                 pc = w.pc
                 w.pc = pc + 1
                 w.executed += 1
+                counts[pc] += 1
                 status = code[pc](w)
                 if status is not None:
                     if status == Stop.END:

@@ -636,7 +636,7 @@ def _compare_names():
 @semantics(*_compare_names())
 def compile_compare(ins, ctx):
     base, encoding = split_encoding(ins.mnemonic)
-    refuse_modifiers(ins, ("clamp",))
+    refuse_modifiers(ins, ("clamp", "src0_sel", "src1_sel") if encoding == "sdwa" else ("clamp",))
     writes_exec = base.startswith("v_cmpx_")
     name, kind = base.split("_", 2)[2].rsplit("_", 1)
     dest = sgpr_index(ins.operands[0])
@@ -655,6 +655,11 @@ def compile_compare(ins, ctx):
         function = table[name]
         get_a, get_b = _getter(first, kind), _getter(second, kind)
         mod_a, mod_b = _source_modifier(first, kind), _source_modifier(second, kind)
+        if encoding == "sdwa":
+            select_a = _sdwa_source(ins.modifiers.get("src0_sel", "DWORD"), first.sext)
+            select_b = _sdwa_source(ins.modifiers.get("src1_sel", "DWORD"), second.sext)
+            get_a = (lambda g, s: (lambda w: s(g(w))))(get_a, select_a) if select_a else get_a
+            get_b = (lambda g, s: (lambda w: s(g(w))))(get_b, select_b) if select_b else get_b
 
         def test(w):
             a, b = get_a(w), get_b(w)
