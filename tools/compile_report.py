@@ -75,6 +75,7 @@ from isa_latency import (isa_latency_counts, loop_region, parse_amdgcn, release_
                          sass_latency_counts)
 from fence_order import fused_fences  # noqa: E402
 from lds_banks import BANK_MODELS, kernarg_offsets, lds_bank_counts, ring_hazards  # noqa: E402
+from gfx950.asm import instruction_forms  # noqa: E402
 
 # name -> (GPUTarget, architecture name in submission.py, compute units, platform)
 TARGETS = {
@@ -315,7 +316,8 @@ def _amdgcn_report(asm, shared, consts, num_warps, innermost=False):
     arch_vgpr, agpr, total = comment("NumVgprs"), field("agpr_count"), field("vgpr_count")
     # .vgpr_count = arch VGPRs aligned to 4 (= .amdhsa_accum_offset) + AGPRs (module doc)
     expected_total = directive("accum_offset") + agpr if agpr else arch_vgpr
-    row = {"vgpr": arch_vgpr, "agpr": agpr, "regs_total": total, "sgpr": field("sgpr_count"),
+    row = {"forms": instruction_forms(asm),  # every instruction form (gfx950 coverage: tools/gfx950/coverage.py)
+           "vgpr": arch_vgpr, "agpr": agpr, "regs_total": total, "sgpr": field("sgpr_count"),
            "regs_check": total == expected_total == directive("next_free_vgpr")
            and directive("accum_offset") == -(-arch_vgpr // 4) * 4,
            "spills": field("vgpr_spill_count") + field("sgpr_spill_count"),

@@ -52,6 +52,13 @@ def load(built):
     return _KERNELS[key]
 
 
+def reset_counts():
+    """Zero the per-instruction execution counts of every loaded kernel (coverage.py counts
+    each corpus case's own)."""
+    for kernel in _KERNELS.values():
+        kernel.counts = [0] * len(kernel.counts)
+
+
 def _storage_view(tensor):
     """A uint8 numpy view of the tensor's whole storage (writes go to the tensor)."""
     import torch

@@ -306,3 +306,8 @@ def form_of(instruction):
     if instruction.mnemonic == "ds_swizzle_b32" and "offset" in instruction.modifiers:
         parts.append(f"offset:{instruction.modifiers['offset']}")
     return " ".join(parts)
+
+
+def instruction_forms(asm_text):
+    """The sorted distinct instruction forms of one kernel's amdgcn text."""
+    return sorted({form_of(i) for i in parse(asm_text).instructions})

@@ -903,6 +903,54 @@ def compile_packed_f32(ins, ctx):
     return run
 
 
+# --- packed 16-bit (VOP3P) ------------------------------------------------------------------
+PACKED_16 = {  # name: (element kind, sources, function)
+    "v_pk_add_u16": ("u16", 2, lambda a, b: a + b), "v_pk_sub_u16": ("u16", 2, lambda a, b: a - b),
+    "v_pk_add_i16": ("i16", 2, lambda a, b: a + b), "v_pk_sub_i16": ("i16", 2, lambda a, b: a - b),
+    "v_pk_mul_lo_u16": ("u16", 2, lambda a, b: a * b),
+    "v_pk_lshlrev_b16": ("u16", 2, lambda a, b: b << (a & U32(15))),
+    "v_pk_lshrrev_b16": ("u16", 2, lambda a, b: b >> (a & U32(15))),
+    "v_pk_ashrrev_i16": ("i16", 2, lambda a, b: b >> (a & 15)),
+    "v_pk_max_u16": ("u16", 2, np.maximum), "v_pk_min_u16": ("u16", 2, np.minimum),
+    "v_pk_max_i16": ("i16", 2, np.maximum), "v_pk_min_i16": ("i16", 2, np.minimum),
+    "v_pk_mad_u16": ("u16", 3, lambda a, b, c: a * b + c), "v_pk_mad_i16": ("i16", 3, lambda a, b, c: a * b + c),
+    "v_pk_add_f16": ("f16", 2, lambda a, b: a + b), "v_pk_mul_f16": ("f16", 2, lambda a, b: a * b),
+    "v_pk_fma_f16": ("f16", 3, lambda a, b, c: fused(a, b, c)),
+    "v_pk_max_f16": ("f16", 2, fmax), "v_pk_min_f16": ("f16", 2, fmin),
+}
+
+
+@semantics(*PACKED_16)
+def compile_packed_16(ins, ctx):
+    """Two 16-bit lanes per register: source i's half op_sel[i] feeds the low result, its
+    half op_sel_hi[i] (default high) the high one; neg_lo/neg_hi negate float halves; an
+    inline constant sits in the low half (the high half 0)."""
+    refuse_modifiers(ins, ("op_sel", "op_sel_hi", "neg_lo", "neg_hi", "clamp"))
+    kind, count, function = PACKED_16[ins.mnemonic]
+    row = vgpr_row(ins.operands[0])
+    getters = [vector_getter(op, 16 if op.kind in ("int", "float") else 32, "f" if kind == "f16" else "i")
+               for op in ins.operands[1:1 + count]]
+    op_sel = ins.modifiers.get("op_sel", (0,) * count)
+    op_sel_hi = ins.modifiers.get("op_sel_hi", (1,) * count)
+    neg_lo = ins.modifiers.get("neg_lo", (0,) * count)
+    neg_hi = ins.modifiers.get("neg_hi", (0,) * count)
+    if "clamp" in ins.modifiers:
+        raise Unsupported(f"{ins.text}: clamp on a packed 16-bit operation")
+
+    def half(bits, high, negate):
+        value = (np.asarray(bits, dtype=U32) >> U32(16 * high)) & U32(0xFFFF)
+        if negate:
+            value = value ^ U32(0x8000)
+        return decode(value, kind)
+
+    def run(w):
+        sources = [g(w) for g in getters]
+        low = function(*(half(b, op_sel[i], neg_lo[i]) for i, b in enumerate(sources)))
+        high = function(*(half(b, op_sel_hi[i], neg_hi[i]) for i, b in enumerate(sources)))
+        w.write_v(row, np.broadcast_to(encode(low, kind) | (encode(high, kind) << U32(16)), (LANES,)))
+    return run
+
+
 # --- division helpers ----------------------------------------------------------------------
 
 @semantics("v_div_scale_f32")
