@@ -208,9 +208,12 @@ def emulate(kernel, grid, *args, num_warps=4, num_stages=None, order=None, budge
     if not 1 <= len(grid) <= 3 or any(g < 0 for g in grid):
         raise ValueError(f"grid: expected 1-3 non-negative sizes, got {grid}")
     memory = Memory()
+    names = set(inspect.signature(kernel.fn).parameters)
+    options = {**(options or {}), **{k: v for k, v in kwargs.items() if k not in names}}
+    kwargs = {k: v for k, v in kwargs.items() if k in names}
     arguments = _Arguments(kernel, args, kwargs, memory)
     positional, constexprs = arguments.described()
-    built = build(kernel, positional, constexprs, num_warps=num_warps, num_stages=num_stages, options=options)
+    built = build(kernel, positional, constexprs, num_warps=num_warps, num_stages=num_stages, options=options or None)
     if edit_asm is not None:
         built = dataclasses.replace(built, asm=edit_asm(built.asm))
     return run_built(built, arguments, memory, grid, order=order, budget=budget)

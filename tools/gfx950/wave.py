@@ -36,9 +36,11 @@ INLINE_F64 = {0.5: 0x3FE0000000000000, -0.5: 0xBFE0000000000000, 1.0: 0x3FF00000
               4.0: 0x4010000000000000, -4.0: 0xC010000000000000, 0.15915494: 0x3FC45F306DC9C882}
 
 
-class EmulationError(RuntimeError):
+class EmulationError(Exception):
     """Execution stopped: an instruction or form the emulator does not know, an access
-    outside every tensor, a hang. The message names the kernel, the instruction and its line."""
+    outside every tensor, a hang, a detector's finding. The message names the kernel, the
+    instruction and its line. (Not a RuntimeError: code that treats a failed launch as a
+    reason to fall back, as submission.py does, must not take it for one.)"""
 
 
 def mask_to_bool(lo, hi):

@@ -1,0 +1,90 @@
+"""submission.py on the emulator: every Triton or Gluon launch on CPU tensors runs the
+gfx950 binary (built with the runner's Triton 3.6.0) in the emulator, and submission.py
+dispatches as it would on the MI355X.
+
+    from gfx950 import dispatch
+    dispatch.install(submission_module)   # eval.py does this under MLA_EMULATE=gfx950
+
+What changes: `kernel[grid](*args, **kwargs)` of any triton.jit / gluon.jit kernel whose
+tensor arguments are on the CPU calls gfx950.emulate (launches on a GPU are untouched);
+and, where the module has them, submission.py's device queries answer as the MI355X's
+(`_arch` -> gfx950, `_platform` -> hip, `_num_sms` -> 256 CUs), so it picks the variants,
+launch shapes, split counts, scratch buffers, self-checks and fallback order of the runner.
+Nothing in submission.py changes: the pasted file has no trace of the switch. aiter does
+not exist on a CPU, so the aiter path is absent here (as on a runner where its import
+failed).
+
+A failure to build is a Triton compile error to the submission (it falls back to its next
+variant, as on the runner); an emulation error (a fault, an unknown instruction, a hang,
+a detector's finding) is not: it stops the call with the emulator's message, as a fault
+stops the runner.
+"""
+import functools
+import os
+
+ARCH = "gfx950"
+NUM_CUS = 256
+ENV = "MLA_EMULATE"
+_INSTALLED = {}
+
+
+def requested():
+    """The emulated architecture MLA_EMULATE asks for (None when unset); only gfx950 exists."""
+    value = os.environ.get(ENV)
+    if value in (None, "", "0"):
+        return None
+    if value != ARCH:
+        raise ValueError(f"{ENV}={value!r}: the emulator runs {ARCH} only (MLA_EMULATE=gfx950)")
+    return value
+
+
+def _on_cpu(args, kwargs):
+    tensors = [a for a in list(args) + list(kwargs.values()) if hasattr(a, "device") and hasattr(a, "data_ptr")]
+    return bool(tensors) and all(t.device.type == "cpu" for t in tensors)
+
+
+def _bound_arguments(kernel, args, kwargs):
+    names = [p.name for p in kernel.params]
+    bound = dict(zip(names, args))
+    bound.update({k: v for k, v in kwargs.items() if k in names})
+    return bound
+
+
+def install(submission=None, **emulate_options):
+    """Route CPU launches to the emulator; make `submission` (a module) dispatch as on the
+    MI355X. emulate_options go to every gfx950.emulate call (order, budget, ...)."""
+    import triton.runtime.jit as jit
+
+    import gfx950
+
+    if "run" not in _INSTALLED:
+        _INSTALLED["run"] = jit.JITFunction.run
+
+        def run(self, *args, grid, warmup, **kwargs):
+            if warmup or not _on_cpu(args, kwargs):
+                return _INSTALLED["run"](self, *args, grid=grid, warmup=warmup, **kwargs)
+            if callable(grid):
+                grid = grid(_bound_arguments(self, args, kwargs))
+            return gfx950.emulate(self, grid, *args, **_INSTALLED["options"], **kwargs)
+        jit.JITFunction.run = run
+    _INSTALLED["options"] = dict(emulate_options)
+    if submission is not None:
+        _as_mi355x(submission)
+
+
+def _as_mi355x(sub):
+    for name in ("_arch", "_platform", "_num_sms"):
+        if not hasattr(sub, name):
+            return
+    sub._arch = functools.lru_cache(maxsize=None)(lambda device: ARCH)
+    sub._platform = lambda device: "hip"
+    sub._num_sms = functools.lru_cache(maxsize=None)(lambda device: NUM_CUS)
+    if hasattr(sub, "_cached_prediction"):
+        sub._cached_prediction.cache_clear()
+
+
+def uninstall():
+    """Undo install's change to Triton (a test's cleanup; the module's patches go with it)."""
+    import triton.runtime.jit as jit
+    if "run" in _INSTALLED:
+        jit.JITFunction.run = _INSTALLED.pop("run")
