@@ -8,7 +8,7 @@ operations of each wave.
 import numpy as np
 
 from . import ops_matrix, ops_memory, ops_scalar, ops_vector  # noqa: F401 - they register semantics
-from .memory import MemoryFault
+from .memory import MemoryFault, XcdCaches
 from .registry import SEMANTICS, CompileContext, Stop, Unsupported
 from .wave import LANE_IDS, LANES, EmulationError, Wave
 
@@ -106,19 +106,29 @@ class Workgroup:
             self.retire(w, counter, 0)
 
     # --- global memory -------------------------------------------------------------------
-    def memory_load(self, w, addresses, nbytes, mask, ins):
-        return self.memory.load(addresses, nbytes, mask)
+    def memory_load(self, w, addresses, nbytes, mask, ins, bypass=False):
+        return self.memory.load(addresses, nbytes, mask, self.xcd, bypass)
 
     def memory_store(self, w, addresses, data, mask, ins, bypass=False):
-        """A store: its data is taken now; it counts in vmcnt until a wait retires it."""
-        self.memory.store(addresses, data, mask)
-        self.issue(w, "vm", _nothing)
+        """A store: its data is taken now, into this XCD's L2; it counts in vmcnt until a wait
+        retires it (a write-back before that does not carry it)."""
+        key = w.key
+        written = self.memory.store(addresses, data, mask, self.xcd, bypass, key)
+        self.issue(w, "vm", (lambda: self.memory.retire_store(self.xcd, written, key)) if written else _nothing)
 
     def memory_atomic(self, w, addresses, function, data, mask, ins):
         return self.memory.atomic(addresses, function, data, mask)
 
     def cache_control(self, w, name, ins):
-        """buffer_wbl2 / buffer_inv: nothing to do with one coherent memory; they count in vmcnt."""
+        """buffer_wbl2 sc1: this XCD's L2 writes its (retired) dirty bytes back to memory;
+        buffer_inv sc1: it drops its clean lines. Without sc1 they act on the L1 only (not
+        modelled). Both count in vmcnt."""
+        caches = self.memory.caches
+        if caches is not None and "sc1" in ins.modifiers:
+            if name == "buffer_wbl2":
+                caches.write_back(self.xcd, w.key)
+            elif name == "buffer_inv":
+                caches.invalidate(self.xcd)
         self.issue(w, "vm", _nothing)
 
     # --- LDS -----------------------------------------------------------------------------
@@ -187,6 +197,7 @@ class Dispatch:
     def __init__(self, kernel, memory, kernarg_base, kernarg_bytes, grid, budget=DEFAULT_BUDGET, xcds=8):
         self.kernel = kernel
         self.memory = memory
+        memory.caches = XcdCaches(memory, xcds) if xcds > 1 else None
         self.kernarg_base = kernarg_base
         self.kernarg_words = np.frombuffer(bytes(kernarg_bytes) + b"\0" * (-len(kernarg_bytes) % 4), dtype=np.uint32)
         self.grid = tuple(grid) + (1,) * (3 - len(grid))
@@ -204,9 +215,13 @@ class Dispatch:
         ascending). Workgroup i runs on XCD i % xcds, as the hardware places them."""
         ids = self.group_ids()
         sequence = range(len(ids)) if order is None else order
+        if sorted(sequence) != list(range(len(ids))):
+            raise ValueError(f"order: expected a permutation of the {len(ids)} workgroups' linear ids")
         for linear in sequence:
             group = self.workgroup_class(self, ids[linear], linear % self.xcds)
             self._run_workgroup(group)
+        if self.memory.caches is not None:   # the kernel's end releases every L2
+            self.memory.caches.write_back_all()
 
     def _run_workgroup(self, group):
         waves = group.waves

@@ -35,6 +35,7 @@ class Region:
 class Memory:
     def __init__(self):
         self.regions = {}      # region id -> Region
+        self.caches = None     # XcdCaches once a dispatch models the XCDs' L2s
 
     def add_region(self, data, name=None, writable=True):
         """A new region for `data` (uint8 array) -> its base address. With a name, the whole
@@ -81,18 +82,35 @@ class Memory:
             groups.append((region, picked, offsets))
         return groups
 
-    def load(self, addresses, nbytes, active):
-        """-> uint8 (64, nbytes): the bytes at each active lane's address (0 elsewhere)."""
+    def load(self, addresses, nbytes, active, xcd=None, bypass=False):
+        """-> uint8 (64, nbytes): the bytes at each active lane's address (0 elsewhere), as
+        XCD `xcd`'s L2 holds them (memory itself when bypassing or no L2 is modelled)."""
         out = np.zeros((64, nbytes), dtype=np.uint8)
         for region, lanes, offsets in self._resolve(addresses, nbytes, active, False):
-            out[lanes] = region.data[offsets[:, None] + np.arange(nbytes)]
+            index = offsets[:, None] + np.arange(nbytes)
+            if self.caches is None or xcd is None:
+                out[lanes] = region.data[index]
+            else:
+                out[lanes] = self.caches.load(xcd, region.base >> REGION_SHIFT, index, bypass)
         return out
 
-    def store(self, addresses, data, active):
-        """data: uint8 (64, nbytes); lanes in order, so a later lane wins on overlap."""
+    def store(self, addresses, data, active, xcd=None, bypass=False, wave_key=0):
+        """data: uint8 (64, nbytes); lanes in order, so a later lane wins on overlap. -> what
+        retire_store needs once the wave's vmcnt wait retires the store."""
         nbytes = data.shape[1]
+        written = []
         for region, lanes, offsets in self._resolve(addresses, nbytes, active, True):
-            region.data[offsets[:, None] + np.arange(nbytes)] = data[lanes]
+            index = offsets[:, None] + np.arange(nbytes)
+            if self.caches is None or xcd is None:
+                region.data[index] = data[lanes]
+            else:
+                region_id = region.base >> REGION_SHIFT
+                written.append((region_id, self.caches.store(xcd, region_id, index, data[lanes], bypass, wave_key)))
+        return written
+
+    def retire_store(self, xcd, written, wave_key):
+        for region_id, flat in written:
+            self.caches.retire(xcd, region_id, flat, wave_key)
 
     def atomic(self, addresses, operation, operands, active, nbytes=4):
         """A read-modify-write per active lane, in lane order (lanes of one address see each
@@ -101,6 +119,8 @@ class Memory:
         dtype = np.uint64 if nbytes == 8 else np.uint32
         old = np.zeros(64, dtype=dtype)
         for region, lanes, offsets in self._resolve(addresses, nbytes, active, True):
+            if self.caches is not None:
+                self.caches.before_atomic(region.base >> REGION_SHIFT)
             for lane, offset in zip(lanes, offsets):
                 view = region.data[offset:offset + nbytes].view(dtype)
                 old[lane] = view[0]
@@ -116,3 +136,112 @@ def bytes_of(words):
 def words_of(data):
     """uint8 (64, 4n) -> uint32 (n, 64) register rows."""
     return np.ascontiguousarray(data).view(np.uint32).reshape(64, -1).T
+
+
+LINE_BYTES = 128   # an L2 line (MI300-class)
+
+
+class XcdCaches:
+    """The MI355X's L2s, one per XCD. A store lands in its XCD's L2 (dirty) and reaches
+    memory only by a write-back (buffer_wbl2 sc1, a store at device scope: sc1, or the
+    kernel's end). A load reads its XCD's copy of the line. Until the XCD invalidates
+    (buffer_inv sc1), its copy of a line is the line as it was when the kernel started:
+    another XCD's data is seen only after that XCD's release and this one's acquire (or by
+    a load at device scope, sc1). Stricter than a cache filled on first touch, it is the
+    worst case the memory model allows, so a missing acquire shows whatever the order.
+
+    Per XCD and region: `copy` (the L2's bytes), `line` (per line: SNAPSHOT, not yet read:
+    the kernel's start; CACHED; INVALID: to fill from memory), `dirty` and `inflight` (per
+    byte: a store its wave's vmcnt wait has not retired yet; a write-back by another wave
+    does not carry it). `start` keeps a region's bytes as the kernel found them, taken when
+    memory first changes during the dispatch."""
+    SNAPSHOT, CACHED, INVALID = 0, 1, 2
+
+    def __init__(self, memory, xcds):
+        self.memory = memory
+        self.xcds = xcds
+        self.state = {}     # (xcd, region id) -> dict of arrays
+        self.start = {}     # region id -> its bytes at the kernel's start (once memory changes)
+
+    def _of(self, xcd, region_id):
+        key = (xcd, region_id)
+        if key not in self.state:
+            data = self.memory.regions[region_id].data
+            lines = -(-len(data) // LINE_BYTES)
+            self.state[key] = {"copy": np.empty_like(data), "line": np.zeros(lines, dtype=np.int8),
+                               "dirty": np.zeros(len(data), dtype=bool), "inflight": np.zeros(len(data), dtype=np.int32)}
+        return self.state[key]
+
+    def _modify(self, region_id):
+        """Before memory itself changes: keep what the kernel started with."""
+        if region_id not in self.start:
+            self.start[region_id] = self.memory.regions[region_id].data.copy()
+
+    def _fill(self, s, region_id, index):
+        """Bring the lines of byte indices `index` into the XCD's copy (clean bytes only)."""
+        data = self.memory.regions[region_id].data
+        lines = np.unique(index // LINE_BYTES)
+        for state, source in ((self.SNAPSHOT, self.start.get(region_id, data)), (self.INVALID, data)):
+            missing = lines[s["line"][lines] == state]
+            if not len(missing):
+                continue
+            spans = (missing[:, None] * LINE_BYTES + np.arange(LINE_BYTES)).ravel()
+            spans = spans[spans < len(data)]
+            clean = spans[~s["dirty"][spans]]
+            s["copy"][clean] = source[clean]
+            s["line"][missing] = self.CACHED
+
+    def load(self, xcd, region_id, index, bypass):
+        if bypass:
+            return self.memory.regions[region_id].data[index]
+        s = self._of(xcd, region_id)
+        self._fill(s, region_id, index.ravel())
+        return s["copy"][index]
+
+    def store(self, xcd, region_id, index, values, bypass, wave_key):
+        s = self._of(xcd, region_id)
+        flat = index.ravel()
+        self._fill(s, region_id, flat)
+        s["copy"][index] = values
+        if bypass:
+            self._modify(region_id)
+            self.memory.regions[region_id].data[index] = values
+        else:
+            s["dirty"][flat] = True
+            s["inflight"][flat] = wave_key
+        return flat
+
+    def before_atomic(self, region_id):
+        self._modify(region_id)
+
+    def retire(self, xcd, region_id, flat, wave_key):
+        s = self._of(xcd, region_id)
+        mine = flat[s["inflight"][flat] == wave_key]
+        s["inflight"][mine] = 0
+
+    def write_back(self, xcd, wave_key=0):
+        """The XCD's dirty bytes to memory: those retired, and those in flight from the wave
+        issuing the write-back (its earlier stores are ahead of it in its memory pipeline)."""
+        for (x, region_id), s in self.state.items():
+            if x != xcd:
+                continue
+            done = s["dirty"] & ((s["inflight"] == 0) | (s["inflight"] == wave_key))
+            if done.any():
+                self._modify(region_id)
+                self.memory.regions[region_id].data[done] = s["copy"][done]
+                s["dirty"][done] = False
+                s["inflight"][done] = 0
+
+    def invalidate(self, xcd):
+        """Drop the XCD's lines that hold no dirty byte (later loads refill from memory)."""
+        for region_id, region in self.memory.regions.items():
+            s = self._of(xcd, region_id)
+            keep = np.zeros(len(s["line"]), dtype=bool)
+            keep[np.nonzero(s["dirty"])[0] // LINE_BYTES] = True
+            s["line"][~keep] = self.INVALID
+
+    def write_back_all(self):
+        for (x, region_id), s in self.state.items():
+            s["inflight"][:] = 0
+        for xcd in range(self.xcds):
+            self.write_back(xcd)

@@ -334,11 +334,12 @@ def compile_buffer_load(ins, ctx):
         rows = register_rows(operands[0])
         address = _BufferAddressing(ins, operands[1], operands[2], operands[3])
     inst_offset = ins.modifiers.get("offset", 0)
+    bypass = "sc1" in ins.modifiers   # device (or system) scope: past this XCD's L2
 
     def run(w):
         mask = w.exec_mask.copy()
         addresses, in_range, _ = address(w, nbytes)
-        data = w.workgroup.memory_load(w, addresses, nbytes, mask & in_range, ins)
+        data = w.workgroup.memory_load(w, addresses, nbytes, mask & in_range, ins, bypass)
         data[~in_range] = 0
         if to_lds:
             lds_addresses = w.s[M0] + inst_offset + LANE * nbytes
@@ -359,7 +360,7 @@ def compile_buffer_store(ins, ctx):
     nbytes, byte_shift = BUFFER_STORES[ins.mnemonic]
     rows = register_rows(ins.operands[0])
     address = _BufferAddressing(ins, ins.operands[1], ins.operands[2], ins.operands[3])
-    bypass = "sc1" in ins.modifiers and "sc0" in ins.modifiers
+    bypass = "sc1" in ins.modifiers   # device (or system) scope: written through to memory
 
     def run(w):
         mask = w.exec_mask.copy()
@@ -465,7 +466,7 @@ def compile_global_load(ins, ctx):
 
         def run_lds(w):
             mask = w.exec_mask.copy()
-            data = w.workgroup.memory_load(w, get_address(w), nbytes, mask, ins)
+            data = w.workgroup.memory_load(w, get_address(w), nbytes, mask, ins, "sc1" in ins.modifiers)
             lds_addresses = w.s[M0] + ins.modifiers.get("offset", 0) + LANE * nbytes
             w.workgroup.issue(w, "vm", lambda: w.workgroup.lds_dma(w, lds_addresses, data, mask, ins))
         return run_lds
@@ -476,14 +477,15 @@ def compile_global_load(ins, ctx):
         get_offset = _scratch_address(ins, ins.operands[1], saddr)
     else:
         get_address = _global_address(ins, ins.operands[1], saddr)
-    counter = "vm" if space != "flat" else "vm"
+    counter = "vm"
+    bypass = "sc1" in ins.modifiers
 
     def run(w):
         mask = w.exec_mask.copy()
         if space == "scratch":
             data = w.workgroup.scratch_read(w, get_offset(w), nbytes, mask, ins)
         else:
-            data = w.workgroup.memory_load(w, get_address(w), nbytes, mask, ins)
+            data = w.workgroup.memory_load(w, get_address(w), nbytes, mask, ins, bypass)
         if kind is None:
             words = words_of(data)
             w.workgroup.issue(w, counter, lambda: _land_rows(w, rows, words, mask))
@@ -500,7 +502,7 @@ def compile_global_store(ins, ctx):
     nbytes, byte_shift = GLOBAL_STORES[op]
     rows = register_rows(ins.operands[1])
     saddr = ins.operands[2] if len(ins.operands) > 2 else None
-    bypass = "sc1" in ins.modifiers and "sc0" in ins.modifiers
+    bypass = "sc1" in ins.modifiers
     if space == "scratch":
         get_offset = _scratch_address(ins, ins.operands[0], saddr)
     else:

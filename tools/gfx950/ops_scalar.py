@@ -404,7 +404,8 @@ def compile_smem_load(ins, ctx):
 
     def run(w):
         address = (base(w) + (offset(w) & ~3) + extra) & ~3 & MASK64
-        data = w.workgroup.memory_load(w, np.full(64, address, dtype=np.uint64), 4 * count, active, ins)
+        # the scalar cache: read from memory (kernel arguments and constants; not through an L2)
+        data = w.workgroup.memory_load(w, np.full(64, address, dtype=np.uint64), 4 * count, active, ins, True)
         values = [int(x) for x in words_of(data)[:, 0]]
 
         def land():
