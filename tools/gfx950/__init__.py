@@ -195,13 +195,15 @@ def _kernarg_bytes(program, built, arguments, grid):
 
 
 def emulate(kernel, grid, *args, num_warps=4, num_stages=None, order=None, budget=DEFAULT_BUDGET, options=None,
-            edit_asm=None, **kwargs):
+            edit_asm=None, detectors=True, observers=(), **kwargs):
     """Run `kernel` on the gfx950 emulator over `grid` (an int or a tuple of up to 3), like
     `kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **kwargs)`. order: the
     workgroups' linear ids in the order they run (default ascending); budget: wave
     instructions before a wave counts as hung; options: other Triton compile options;
     edit_asm: a function of the amdgcn text run instead of it (to try a change to the binary,
-    e.g. a wait removed). -> Launch."""
+    e.g. a wait removed); detectors: stop at a race, a read of data not landed yet, or a
+    register read before any write (on by default); observers: objects whose lds(...)
+    sees every LDS access (tools/gfx950/banks.py). -> Launch."""
     if isinstance(grid, int):
         grid = (grid,)
     grid = tuple(int(g) for g in grid)
@@ -216,22 +218,24 @@ def emulate(kernel, grid, *args, num_warps=4, num_stages=None, order=None, budge
     built = build(kernel, positional, constexprs, num_warps=num_warps, num_stages=num_stages, options=options or None)
     if edit_asm is not None:
         built = dataclasses.replace(built, asm=edit_asm(built.asm))
-    return run_built(built, arguments, memory, grid, order=order, budget=budget)
+    return run_built(built, arguments, memory, grid, order=order, budget=budget, detectors=detectors,
+                     observers=observers)
 
 
-def run_built(built, arguments, memory, grid, order=None, budget=DEFAULT_BUDGET):
+def run_built(built, arguments, memory, grid, order=None, budget=DEFAULT_BUDGET, detectors=True, observers=()):
     compiled = load(built)
     kernarg = _kernarg_bytes(compiled.program, built, arguments, grid)
     kernarg_data = np.frombuffer(kernarg + b"\0" * 64, dtype=np.uint8).copy()
     kernarg_base = memory.add_region(kernarg_data, "kernel arguments", writable=False)
-    dispatch = Dispatch(compiled, memory, kernarg_base, kernarg, grid, budget=budget)
+    dispatch = Dispatch(compiled, memory, kernarg_base, kernarg, grid, budget=budget, detectors=detectors,
+                        observers=observers)
     if 0 not in grid:
         with np.errstate(all="ignore"):
             dispatch.run(order=order)
     return Launch(built, compiled, dispatch)
 
 
-def run_asm(text, args=(), grid=(1,), num_warps=1, lds_bytes=0, order=None, budget=DEFAULT_BUDGET):
+def run_asm(text, args=(), grid=(1,), num_warps=1, lds_bytes=0, order=None, budget=DEFAULT_BUDGET, detectors=True):
     """Run hand-written amdgcn `text` (instructions and labels; `.amdhsa_*` directives
     optional) over `grid`: the kernel arguments are `args` (CPU tensors as 8-byte device
     addresses, Python ints as 4-byte values, naturally aligned), their segment's address in
@@ -254,7 +258,7 @@ def run_asm(text, args=(), grid=(1,), num_warps=1, lds_bytes=0, order=None, budg
     kernel = Kernel(program, lds_bytes, num_warps)
     kernarg_data = np.frombuffer(bytes(segment) + b"\0" * 64, dtype=np.uint8).copy()
     base = memory.add_region(kernarg_data, "kernel arguments", writable=False)
-    dispatch = Dispatch(kernel, memory, base, bytes(segment), tuple(grid), budget=budget)
+    dispatch = Dispatch(kernel, memory, base, bytes(segment), tuple(grid), budget=budget, detectors=detectors)
     with np.errstate(all="ignore"):
         dispatch.run(order=order)
     return Launch(None, kernel, dispatch)

@@ -10,9 +10,14 @@ import numpy as np
 from . import ops_matrix, ops_memory, ops_scalar, ops_vector  # noqa: F401 - they register semantics
 from .memory import MemoryFault, XcdCaches
 from .registry import SEMANTICS, CompileContext, Stop, Unsupported
+from .roles import vector_roles
 from .wave import LANE_IDS, LANES, EmulationError, Wave
 
 DEFAULT_BUDGET = 2_000_000   # wave instructions before a wave counts as hung
+
+
+class DetectorFinding(Exception):
+    """A race, a read of data not yet there, or another hazard a detector saw."""
 
 
 def _nothing():
@@ -36,6 +41,9 @@ class Kernel:
         context = CompileContext(program.labels, program.name, lds_bytes)
         self.code, self.unsupported = [], []
         self.counts = [0] * len(program.instructions)   # executions of each instruction (wave instructions)
+        roles = [vector_roles(ins) for ins in program.instructions]
+        self.reads = [np.array(r, dtype=np.int64) if r else None for r, _ in roles]
+        self.writes = [np.array(w, dtype=np.int64) if w else None for _, w in roles]
         for ins in program.instructions:
             compile_function = SEMANTICS.get(ins.mnemonic)
             try:
@@ -75,6 +83,13 @@ class Workgroup:
         self.lds_visible = np.zeros(kernel.lds_bytes, dtype=np.uint8)
         self.lds_writer = np.full(kernel.lds_bytes, -1, dtype=np.int16)
         self.waves = [self._new_wave(i) for i in range(kernel.num_warps)]
+        self.detect = dispatch.detectors
+        self.epoch = 0                  # barriers released so far
+        if self.detect:
+            self.lds_write_wave = np.full(kernel.lds_bytes, -1, dtype=np.int16)
+            self.lds_write_epoch = np.full(kernel.lds_bytes, -1, dtype=np.int32)
+            self.lds_read_epoch = np.full((kernel.num_warps, kernel.lds_bytes), -1, dtype=np.int32)
+            self.lds_dma_wave = np.full(kernel.lds_bytes, -1, dtype=np.int16)
 
     def _new_wave(self, wave_id):
         kernel, dispatch = self.dispatch.kernel, self.dispatch
@@ -86,6 +101,8 @@ class Workgroup:
         for i, axis in enumerate(kernel.group_id_dims):
             w.s[kernel.user_sgprs + i] = self.group_id["xyz".index(axis)]
         w.v[0] = LANE_IDS + np.uint32(64 * wave_id)
+        w.defined = np.zeros(512, dtype=bool)   # rows written so far (v0: the work-item ids)
+        w.defined[0] = True
         w.mode = kernel.initial_mode
         if kernel.private_bytes:
             w.scratch = np.zeros((LANES, kernel.private_bytes), dtype=np.uint8)
@@ -132,6 +149,11 @@ class Workgroup:
         self.issue(w, "vm", _nothing)
 
     # --- LDS -----------------------------------------------------------------------------
+    # Detectors (on unless the dispatch was made with detectors=False): between two barriers
+    # (an epoch), a byte one wave writes and another reads or writes is a race; so is a read
+    # of bytes a load to LDS has not landed in yet, or of another wave's write not yet
+    # retired; and a write (or a load to LDS issued) over bytes another wave read in this
+    # epoch, which that wave may still be about to read.
     def _lds_bytes(self, addresses, nbytes, mask, ins, what):
         lanes = np.nonzero(mask)[0]
         addresses = np.broadcast_to(np.asarray(addresses, dtype=np.int64), (LANES,))
@@ -141,18 +163,68 @@ class Workgroup:
             lane = int(lanes[np.nonzero(bad.any(1))[0][0]])
             raise MemoryFault(lane, int(addresses[lane]),
                               f"LDS {what} of {nbytes} bytes outside the {len(self.lds)} bytes allocated")
+        for observer in self.dispatch.observers:
+            observer.lds(self, ins, what, addresses, nbytes, mask)
         return lanes, index
 
-    def lds_read(self, w, addresses, nbytes, mask, ins):
+    def _race(self, what, index, wave_ids):
+        first = int(np.nonzero(wave_ids)[0][0]) if np.ndim(wave_ids) else 0
+        raise DetectorFinding(f"LDS race: {what} (byte {int(np.ravel(index)[first])})")
+
+    def lds_read(self, w, addresses, nbytes, mask, ins, atomic=False):
         lanes, index = self._lds_bytes(addresses, nbytes, mask, ins, "read")
-        out = np.zeros((LANES, nbytes), dtype=np.uint8)
         writer = self.lds_writer[index]
-        own = (writer == -1) | (writer == w.wave_id)
+        if self.detect and not atomic:
+            dma = self.lds_dma_wave[index]
+            if (dma >= 0).any():
+                self._race(f"wave {w.wave_id} reads bytes a load to LDS by wave {int(dma[dma >= 0][0])} has not "
+                           f"landed in yet", index, dma >= 0)
+            other = (writer >= 0) & (writer != w.wave_id)
+            if other.any():
+                self._race(f"wave {w.wave_id} reads bytes wave {int(writer[other][0])} wrote, before that write "
+                           "retired (its lgkmcnt wait)", index, other)
+            last = self.lds_write_wave[index]
+            same = (last >= 0) & (last != w.wave_id) & (self.lds_write_epoch[index] == self.epoch)
+            if same.any():
+                self._race(f"wave {w.wave_id} reads bytes wave {int(last[same][0])} wrote with no barrier between",
+                           index, same)
+            self.lds_read_epoch[w.wave_id][index] = self.epoch
+        out = np.zeros((LANES, nbytes), dtype=np.uint8)
+        own = (writer == -1) | (writer == w.wave_id) | atomic
         out[lanes] = np.where(own, self.lds[index], self.lds_visible[index])
         return out
 
-    def lds_write(self, w, addresses, data, mask, ins):
+    def _check_overwrite(self, w, index, values, what):
+        """A write of `values` to bytes `index` racing with another wave's read or write in
+        this epoch. Bytes the write leaves unchanged race with nothing (waves often write the
+        same value to one place: a replicated layout)."""
+        others = [i for i in range(len(self.waves)) if i != w.wave_id]
+        if not others:
+            return
+        changes = self.lds[index] != values
+        if not changes.any():
+            return
+        index = index[changes]
+        read = self.lds_read_epoch[others][:, index] == self.epoch
+        if read.any():
+            reader = others[int(np.nonzero(read.reshape(len(others), -1).any(1))[0][0])]
+            self._race(f"wave {w.wave_id} {what} bytes wave {reader} read with no barrier between (it may still "
+                       "read them)", index, read.reshape(len(others), -1).any(0))
+        last = self.lds_write_wave[index]
+        same = (last >= 0) & (last != w.wave_id) & (self.lds_write_epoch[index] == self.epoch)
+        if same.any():
+            self._race(f"wave {w.wave_id} {what} bytes wave {int(last[same][0])} wrote with no barrier between",
+                       index, same)
+        dma = self.lds_dma_wave[index]
+        if ((dma >= 0) & (dma != w.wave_id)).any():
+            self._race(f"wave {w.wave_id} {what} bytes a load to LDS by another wave is still writing", index, dma >= 0)
+
+    def lds_write(self, w, addresses, data, mask, ins, atomic=False):
         lanes, index = self._lds_bytes(addresses, data.shape[1], mask, ins, "write")
+        if self.detect and not atomic:
+            self._check_overwrite(w, index, data[lanes], "writes")
+            self.lds_write_wave[index] = w.wave_id
+            self.lds_write_epoch[index] = self.epoch
         self.lds[index] = data[lanes]
         self.lds_writer[index] = w.wave_id
         flat = index.ravel()
@@ -164,10 +236,22 @@ class Workgroup:
         self.issue(w, "lgkm", land)
 
     def lds_dma(self, w, addresses, data, mask, ins):
-        """A load straight to LDS landing (at its vmcnt retire): visible to every wave."""
+        """A load straight to LDS, issued now: its bytes land (visible to every wave) when
+        its vmcnt wait retires it."""
         lanes, index = self._lds_bytes(addresses, data.shape[1], mask, ins, "write (load to LDS)")
-        self.lds[index] = data[lanes]
-        self.lds_visible[index] = data[lanes]
+        values = data[lanes]
+        if self.detect:
+            self._check_overwrite(w, index, values, "loads to LDS over")
+            self.lds_dma_wave[index] = w.wave_id
+
+        def land():
+            self.lds[index] = values
+            self.lds_visible[index] = values
+            if self.detect:
+                self.lds_dma_wave[index] = -1
+                self.lds_write_wave[index] = w.wave_id
+                self.lds_write_epoch[index] = self.epoch
+        self.issue(w, "vm", land)
 
     # --- scratch -------------------------------------------------------------------------
     def _scratch_index(self, w, offsets, nbytes, mask):
@@ -194,8 +278,11 @@ class Workgroup:
 class Dispatch:
     """One launch of a kernel over a grid."""
 
-    def __init__(self, kernel, memory, kernarg_base, kernarg_bytes, grid, budget=DEFAULT_BUDGET, xcds=8):
+    def __init__(self, kernel, memory, kernarg_base, kernarg_bytes, grid, budget=DEFAULT_BUDGET, xcds=8,
+                 detectors=True, observers=()):
         self.kernel = kernel
+        self.detectors = detectors
+        self.observers = list(observers)
         self.memory = memory
         memory.caches = XcdCaches(memory, xcds) if xcds > 1 else None
         self.kernarg_base = kernarg_base
@@ -232,6 +319,7 @@ class Dispatch:
             if all(w.done for w in waves):
                 return
             # every wave not done is at the barrier: release it
+            group.epoch += 1
             for w in waves:
                 w.at_barrier = False
 
@@ -239,12 +327,22 @@ class Dispatch:
         code = self.kernel.code
         counts = self.kernel.counts
         budget = self.budget
+        reads, writes = (self.kernel.reads, self.kernel.writes) if self.detectors else (None, None)
+        defined = w.defined
         try:
             while True:
                 pc = w.pc
                 w.pc = pc + 1
                 w.executed += 1
                 counts[pc] += 1
+                if reads is not None:
+                    rows = reads[pc]
+                    if rows is not None and not defined[rows].all():
+                        never = [int(r) for r in rows if not defined[r]]
+                        names = ", ".join(f"a{r - 256}" if r >= 256 else f"v{r}" for r in never)
+                        raise DetectorFinding(f"reads {names}, never written in this wave")
+                    if writes[pc] is not None:
+                        defined[writes[pc]] = True
                 status = code[pc](w)
                 if status is not None:
                     if status == Stop.END:
@@ -256,7 +354,7 @@ class Dispatch:
                                                             "(a hang?)"))
         except EmulationError:
             raise
-        except (MemoryFault, Unsupported, ValueError, IndexError, KeyError, TypeError) as exc:
+        except (MemoryFault, Unsupported, DetectorFinding, ValueError, IndexError, KeyError, TypeError) as exc:
             raise EmulationError(self._where(w, w.pc - 1, f"{type(exc).__name__}: {exc}")) from exc
 
     def _where(self, w, pc, message):

@@ -260,10 +260,10 @@ def compile_ds_atomic(ins, ctx):
         for lane in np.nonzero(mask)[0]:     # lanes in order, each seeing the one before
             one = np.zeros(LANES, dtype=bool)
             one[lane] = True
-            current = words_of(w.workgroup.lds_read(w, addresses, 4, one, ins))[0]
+            current = words_of(w.workgroup.lds_read(w, addresses, 4, one, ins, atomic=True))[0]
             old[lane] = current[lane]
             new = np.asarray(function(np.array([current[lane]], dtype=np.uint32), data[lane:lane + 1]), dtype=np.uint32)
-            w.workgroup.lds_write(w, addresses, bytes_of(np.broadcast_to(new, (1, LANES))), one, ins)
+            w.workgroup.lds_write(w, addresses, bytes_of(np.broadcast_to(new, (1, LANES))), one, ins, atomic=True)
         if returns:
             w.workgroup.issue(w, "lgkm", lambda: np.copyto(w.v[dest], old, where=mask))
     return run
@@ -343,7 +343,7 @@ def compile_buffer_load(ins, ctx):
         data[~in_range] = 0
         if to_lds:
             lds_addresses = w.s[M0] + inst_offset + LANE * nbytes
-            w.workgroup.issue(w, "vm", lambda: w.workgroup.lds_dma(w, lds_addresses, data, mask, ins))
+            w.workgroup.lds_dma(w, lds_addresses, data, mask, ins)
             return
         if kind is None:
             words = words_of(data)
@@ -468,7 +468,7 @@ def compile_global_load(ins, ctx):
             mask = w.exec_mask.copy()
             data = w.workgroup.memory_load(w, get_address(w), nbytes, mask, ins, "sc1" in ins.modifiers)
             lds_addresses = w.s[M0] + ins.modifiers.get("offset", 0) + LANE * nbytes
-            w.workgroup.issue(w, "vm", lambda: w.workgroup.lds_dma(w, lds_addresses, data, mask, ins))
+            w.workgroup.lds_dma(w, lds_addresses, data, mask, ins)
         return run_lds
     nbytes, kind = GLOBAL_LOADS[op]
     rows = register_rows(ins.operands[0])
