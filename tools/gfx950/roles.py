@@ -9,7 +9,7 @@ destination too. Scalar destinations (compares, readlane, carries) hold no vecto
 """
 from .wave import AGPR_BASE
 
-READS_DESTINATION = ("v_fmac_", "v_mac_", "v_permlane16_swap", "v_permlane32_swap", "v_writelane")
+READS_DESTINATION = ("v_fmac_", "v_mac_", "v_permlane16_swap", "v_permlane32_swap")
 NO_DESTINATION = ("ds_write", "buffer_store", "global_store", "flat_store", "scratch_store", "buffer_wbl2",
                   "buffer_inv")
 LDS_ATOMICS_WITHOUT_RETURN = {"ds_add_u32", "ds_sub_u32", "ds_max_u32", "ds_min_u32", "ds_max_i32", "ds_min_i32",
