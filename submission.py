@@ -1176,6 +1176,7 @@ GL_CODE_ROW_XOR_PACKED, GL_ROPE_ROW_XOR_PACKED, GL_SCALE_ROW_XOR_PACKED = (
     tl.constexpr(sum(entry << (4 * index) for index, entry in enumerate(table)))
     for table in (GL_CODE_ROW_XOR, GL_ROPE_ROW_XOR, GL_SCALE_ROW_XOR))
 GL_MERGE_SPLITS = tl.constexpr(4)  # splits the FUSED merge loads at once (4 x 32 floats per lane)
+GL_SCALE_WORDS = tl.constexpr(5)  # the words of a scale row the kernel reads (its 18 bytes)
 # FUSED's release in wave 0 only (first lane's index $2 is 0 there); other waves branch over it ($1: an SGPR).
 GL_RELEASE_IN_WAVE_0 = tl.constexpr("""
         v_readfirstlane_b32 $1, $2
@@ -1264,7 +1265,8 @@ if gl is not None:
     @gluon.jit
     def _gl_copy_offsets(kv_row_stride, scale_row_words, BLOCK_N: gl.constexpr):
         """(codes, rope, scales) copy offsets from a tile's first row, each position fetching its permuted unit, and
-        the rope positions inside the row (its 32 bytes; the other 32, the K padding, read 0)."""
+        which rope and scale positions are the row's own (32 rope bytes, 5 scale words): the rest (K's padding, words
+        never read) copy zeros, so no copy reads past the row (nor, on the last row, past the buffer)."""
         rows, columns = _gl_source_columns(GL_CODE_L, BLOCK_N, 256, 16, GL_CODE_ROW_XOR_PACKED)
         code_offs = rows * kv_row_stride + columns
         rows, columns = _gl_source_columns(GL_ROPE_L, BLOCK_N, ROPE_PAD_BYTES_C, 16, GL_ROPE_ROW_XOR_PACKED)
@@ -1272,14 +1274,15 @@ if gl is not None:
         rope_in_row = columns < ROPE_C // 2
         rows, columns = _gl_source_columns(GL_SCALE_L, BLOCK_N, 8, 2, GL_SCALE_ROW_XOR_PACKED)  # words, 8 B units
         scale_offs = rows * scale_row_words + columns
-        return code_offs, rope_offs, scale_offs, rope_in_row
+        scale_in_row = columns < GL_SCALE_WORDS
+        return code_offs, rope_offs, scale_offs, rope_in_row, scale_in_row
 
     @gluon.jit
     def _gl_copy_tile(ring, slot, kv_ptr, scale_ptr, offsets, tile_start, rows_end, kv_row_stride, scale_row_words,
                       scale_words, BLOCK_N: gl.constexpr):
         """Rows [tile_start, + BLOCK_N) into ring slot `slot`, async (one commit group); rows >= rows_end read 0."""
         codes, rope, scales = ring
-        code_offs, rope_offs, scale_offs, rope_in_row = offsets
+        code_offs, rope_offs, scale_offs, rope_in_row, scale_in_row = offsets
         code_offs = code_offs + tile_start * kv_row_stride
         rope_offs = rope_offs + tile_start * kv_row_stride
         scale_offs = scale_offs + tile_start * scale_row_words
@@ -1287,7 +1290,7 @@ if gl is not None:
         if valid >= BLOCK_N:
             gl.amd.cdna4.async_copy.buffer_load_to_shared(codes.index(slot), kv_ptr, code_offs)
             gl.amd.cdna4.async_copy.buffer_load_to_shared(rope.index(slot), kv_ptr, rope_offs, mask=rope_in_row)
-            gl.amd.cdna4.async_copy.buffer_load_to_shared(scales.index(slot), scale_ptr, scale_offs)
+            gl.amd.cdna4.async_copy.buffer_load_to_shared(scales.index(slot), scale_ptr, scale_offs, mask=scale_in_row)
         else:
             rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_CODE_L))
             gl.amd.cdna4.async_copy.buffer_load_to_shared(codes.index(slot), kv_ptr, code_offs,
@@ -1297,7 +1300,7 @@ if gl is not None:
                                                           mask=(rows < valid)[:, None] & rope_in_row)
             rows = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, GL_SCALE_L))
             gl.amd.cdna4.async_copy.buffer_load_to_shared(scales.index(slot), scale_ptr, scale_offs,
-                                                          mask=(rows < valid)[:, None] & (scale_offs < scale_words))
+                                                          mask=(rows < valid)[:, None] & scale_in_row)
         gl.amd.cdna4.async_copy.commit_group()
 
     @gluon.jit

@@ -67,13 +67,10 @@ def _storage_view(tensor):
 
 
 def _extent(tensor):
-    """(first byte, end byte) of the tensor's elements within its storage."""
-    size = tensor.element_size()
-    first = tensor.storage_offset() * size
-    if tensor.numel() == 0:
-        return first, first
-    span = sum((n - 1) * abs(s) for n, s in zip(tensor.shape, tensor.stride()))
-    return first, first + (span + 1) * size
+    """(first byte, end byte) of the memory a kernel may read through the tensor: its whole
+    storage (the allocation; a read past the view inside it is safe on the GPU too, and
+    submission.py reads whole words of padded scale rows that way)."""
+    return 0, tensor.untyped_storage().nbytes()
 
 
 def _is_tensor(value):
@@ -137,7 +134,7 @@ class _Arguments:
         for name in self.names:
             value = self.values[name]
             if name in self.constexpr:
-                constexprs[name] = value
+                constexprs[name] = getattr(value, "value", value) if type(value).__name__ == "constexpr" else value
             else:
                 positional.append(describe_argument(value, self.address.get(name)))
         return positional, constexprs

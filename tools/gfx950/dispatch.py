@@ -44,29 +44,38 @@ def _on_cpu(args, kwargs):
 
 
 def _bound_arguments(kernel, args, kwargs):
-    names = [p.name for p in kernel.params]
+    import inspect
+    names = list(inspect.signature(kernel.fn).parameters)
     bound = dict(zip(names, args))
     bound.update({k: v for k, v in kwargs.items() if k in names})
     return bound
 
 
+def _launch_classes():
+    """The classes whose run() a launch `kernel[grid](...)` calls: Triton's JIT functions
+    (Gluon's derive from them) and, where the interpreter is on, its interpreted ones."""
+    import triton.runtime.interpreter as interpreter
+    import triton.runtime.jit as jit
+    return [jit.JITFunction, interpreter.InterpretedFunction]
+
+
 def install(submission=None, **emulate_options):
     """Route CPU launches to the emulator; make `submission` (a module) dispatch as on the
     MI355X. emulate_options go to every gfx950.emulate call (order, budget, ...)."""
-    import triton.runtime.jit as jit
-
     import gfx950
 
-    if "run" not in _INSTALLED:
-        _INSTALLED["run"] = jit.JITFunction.run
+    for cls in _launch_classes():
+        if cls in _INSTALLED:
+            continue
+        _INSTALLED[cls] = original = cls.run
 
-        def run(self, *args, grid, warmup, **kwargs):
+        def run(self, *args, grid, warmup, _original=original, **kwargs):
             if warmup or not _on_cpu(args, kwargs):
-                return _INSTALLED["run"](self, *args, grid=grid, warmup=warmup, **kwargs)
+                return _original(self, *args, grid=grid, warmup=warmup, **kwargs)
             if callable(grid):
                 grid = grid(_bound_arguments(self, args, kwargs))
             return gfx950.emulate(self, grid, *args, **_INSTALLED["options"], **kwargs)
-        jit.JITFunction.run = run
+        cls.run = run
     _INSTALLED["options"] = dict(emulate_options)
     if submission is not None:
         _as_mi355x(submission)
@@ -76,6 +85,7 @@ def _as_mi355x(sub):
     for name in ("_arch", "_platform", "_num_sms"):
         if not hasattr(sub, name):
             return
+    _INSTALLED.setdefault("module", (sub, {name: getattr(sub, name) for name in ("_arch", "_platform", "_num_sms")}))
     sub._arch = functools.lru_cache(maxsize=None)(lambda device: ARCH)
     sub._platform = lambda device: "hip"
     sub._num_sms = functools.lru_cache(maxsize=None)(lambda device: NUM_CUS)
@@ -84,7 +94,13 @@ def _as_mi355x(sub):
 
 
 def uninstall():
-    """Undo install's change to Triton (a test's cleanup; the module's patches go with it)."""
-    import triton.runtime.jit as jit
-    if "run" in _INSTALLED:
-        jit.JITFunction.run = _INSTALLED.pop("run")
+    """Undo install: Triton's launches and the module's device queries as they were."""
+    for cls in _launch_classes():
+        if cls in _INSTALLED:
+            cls.run = _INSTALLED.pop(cls)
+    if "module" in _INSTALLED:
+        sub, saved = _INSTALLED.pop("module")
+        for name, value in saved.items():
+            setattr(sub, name, value)
+        if hasattr(sub, "_cached_prediction"):
+            sub._cached_prediction.cache_clear()

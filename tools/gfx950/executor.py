@@ -275,6 +275,20 @@ class Workgroup:
         self.issue(w, "vm", _nothing)
 
 
+def workgroup_order(order, count):
+    """The linear workgroup ids in the order they run: None ascending, "reverse",
+    "shuffle:SEED" (a seeded permutation), or an explicit sequence."""
+    if order is None:
+        return list(range(count))
+    if order == "reverse":
+        return list(range(count))[::-1]
+    if isinstance(order, str) and order.startswith("shuffle:"):
+        return [int(i) for i in np.random.default_rng(int(order.split(":", 1)[1])).permutation(count)]
+    if isinstance(order, str):
+        raise ValueError(f"order: {order!r} (expected None, 'reverse', 'shuffle:SEED' or a permutation)")
+    return list(order)
+
+
 class Dispatch:
     """One launch of a kernel over a grid."""
 
@@ -301,7 +315,7 @@ class Dispatch:
         """Every workgroup, in `order` (a permutation of the linear workgroup ids; default
         ascending). Workgroup i runs on XCD i % xcds, as the hardware places them."""
         ids = self.group_ids()
-        sequence = range(len(ids)) if order is None else order
+        sequence = workgroup_order(order, len(ids))
         if sorted(sequence) != list(range(len(ids))):
             raise ValueError(f"order: expected a permutation of the {len(ids)} workgroups' linear ids")
         for linear in sequence:

@@ -1,0 +1,164 @@
+"""submission.py's MI355X binaries run on the gfx950 emulator before the runner sees them.
+
+Every kernel here is the gfx950 build of the runner's Triton 3.6.0, launched by
+submission.py's own code (tools/gfx950/dispatch.py: launches on CPU tensors go to the
+emulator, and the module dispatches as on the MI355X), with every detector on: an access
+outside a tensor, an LDS race, a read of a register never written, a hang; and global
+memory behind 8 L2s, one per XCD. CI runs one small case per family and merge (below);
+the full matrix, every variant the MI355X can pick on every case, is
+`python tools/gfx950/matrix.py` (docs/gfx950_emulator.md).
+"""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import gfx950  # noqa: E402
+from gfx950 import dispatch, mla  # noqa: E402
+
+import reference as ref  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def sub():
+    module = mla.mi355x_submission()
+    yield module
+    dispatch.uninstall()
+
+
+@pytest.fixture(scope="module")
+def variants(sub):
+    return mla.mi355x_variants(sub)
+
+
+def pick(variants, sub, family, merge, gluon=None, block_n=None, first=True):
+    """The first variant (in describe order) of a family and merge the MI355X can pick."""
+    for variant in variants:
+        if (sub.FAMILY_NAMES[variant.scores] == family and sub.MERGE_NAMES[variant.merge] == merge
+                and (gluon is None or variant.gluon == gluon) and (block_n is None or variant.block_n == block_n)):
+            return variant
+    raise AssertionError(f"no {family}/{merge} variant among {len(variants)}")
+
+
+# One case per family and merge: uneven sequences (a single token, a partial tile, several
+# tiles), the runner's padded scale layout with 0xFF padding, 2 splits where they merge.
+CI_LENGTHS = [1, 129, 300]
+CI_SPLITS = {"direct": 1, "combine": 2, "fused": 2}
+FAMILY_MERGES = [("scaled", "direct", False, 128), ("scaled", "combine", False, 64), ("scaled", "fused", False, 128),
+                 ("bf16", "direct", False, None), ("bf16", "combine", False, 64), ("once", "direct", True, None),
+                 ("once", "combine", True, None), ("once", "fused", True, None)]
+
+
+def ci_input(seed=11):
+    return ref.generate_input(len(CI_LENGTHS), 1, max(CI_LENGTHS), seed, scale_layout="padded", scale_padding=0xFF,
+                              kv_lens=CI_LENGTHS, device=torch.device("cpu"))
+
+
+@pytest.mark.parametrize("family,merge,gluon,block_n", FAMILY_MERGES,
+                         ids=[f"{f}-{m}{'-gluon' if g else ''}" for f, m, g, _ in FAMILY_MERGES])
+def test_each_family_and_merge_on_the_emulator(sub, variants, family, merge, gluon, block_n):
+    variant = pick(variants, sub, family, merge, gluon, block_n)
+    data = ci_input()
+    out = mla.run_variant(sub, variant, data, CI_SPLITS[merge])
+    assert mla.wrong(sub, variant, data, out) is None, variant.describe()
+
+
+@pytest.mark.parametrize("order", ["reverse", "shuffle:3"])
+def test_fused_merges_whatever_order_the_programs_run(sub, variants, order):
+    """The last program to arrive merges: any order of the programs (and their XCDs) gives the answer."""
+    variant = pick(variants, sub, "scaled", "fused", block_n=128)
+    data = ci_input(seed=12)
+    dispatch.install(sub, order=order)
+    try:
+        out = mla.run_variant(sub, variant, data, 4)
+    finally:
+        dispatch.install(sub)
+    assert mla.wrong(sub, variant, data, out) is None
+
+
+def test_the_self_check_input_takes_the_gluon_kernels_second_pass(sub, variants):
+    """submission.self_check's synthetic case (every code, a key far above the first tile's
+    maximum, full-width scale rows) passes the Gluon kernel as the runner's first call runs it."""
+    variant = pick(variants, sub, "once", "combine", gluon=True)
+    data = ci_input()
+    q, packed, scales, *_ = mla.operands(sub, data)
+    assert sub.self_check(variant, 2, (q, packed, scales), data[4]["sm_scale"], 512) is None
+
+
+def test_the_kv_tensor_is_read_to_its_last_byte_only(sub, variants):
+    """The Gluon kernel on a KV tensor with nothing after it in memory: every copy stays inside
+    it (its rope copy once read the 32 bytes after the last row: the emulator's bounds, an
+    allocation's, stop that)."""
+    variant = pick(variants, sub, "once", "direct", gluon=True)
+    data = ref.generate_input(1, 1, 7, 5, device=torch.device("cpu"))
+    q, kv_data, *rest = data
+    packed, scales = kv_data["mxfp4"]
+    exact = {"mxfp4": (packed.clone(), scales.clone()), **{k: v for k, v in kv_data.items() if k != "mxfp4"}}
+    assert exact["mxfp4"][0].untyped_storage().nbytes() == 7 * 288
+    data = (q, exact, *rest)
+    assert mla.wrong(sub, variant, data, mla.run_variant(sub, variant, data, 1)) is None
+
+
+def test_the_combine_kernel_alone(sub):
+    """_mla_combine_kernel merging 4 splits' partials (one of them empty) of 2 sequences."""
+    rng = np.random.default_rng(4)
+    batch, splits = 2, 4
+    acc = torch.from_numpy(rng.standard_normal((batch, splits, 16, 512)).astype(np.float32))
+    ml = torch.from_numpy(rng.standard_normal((batch, splits, 2, 16)).astype(np.float32))
+    ml[:, :, 1] = ml[:, :, 1].abs() + 0.5
+    ml[1, 2] = torch.tensor([float("-inf"), 0.0])[:, None]   # an empty split: m -inf, l 0
+    out = torch.zeros(batch, 16, 512, dtype=torch.bfloat16)
+    qk_scale_log2 = 1.3
+    gfx950.emulate(sub._mla_combine_kernel, (batch, 16, 1), out, acc, ml, splits, qk_scale_log2, 1.0,
+                   CHUNK=splits, DIMS=512, num_warps=4)
+    m, l = ml[:, :, 0].double() * qk_scale_log2, ml[:, :, 1].double()
+    weight = torch.exp2(m - m.amax(1, keepdim=True))
+    merged = (weight[..., None] * acc.double()).sum(1) / (weight * l).sum(1)[..., None]
+    assert torch.allclose(out.double(), merged, rtol=1e-2, atol=1e-3)
+
+
+@pytest.mark.parametrize("batch", [4, 300])
+def test_aiters_q_quantization(sub, batch):
+    """_q_fp8_kernel in one pass (4 tokens) and in two (300: amax, then quantize), on the edge case
+    q8_edge_case makes: the bytes, scale and page lengths of its torch twin, bit for bit."""
+    q = sub.q8_edge_case(batch, torch.device("cpu"))
+    kv_indptr = torch.arange(batch + 1, dtype=torch.int32) * 5
+    q8 = torch.zeros(batch, 16, 576, dtype=torch.uint8)
+    scale = torch.zeros(1, dtype=torch.float32)
+    page_len = torch.zeros(batch, dtype=torch.int32)
+    partials = torch.zeros(batch * 16, dtype=torch.float32)
+    sub.quantize_q_fp8(q, kv_indptr, q8, scale, page_len, partials)
+    twin, twin_scale = sub._quantize_fp8_per_tensor(q, torch.float8_e4m3fn)
+    assert torch.equal(q8, twin.view(torch.uint8)) and torch.equal(scale, twin_scale)
+    assert torch.equal(page_len, torch.full((batch,), 5, dtype=torch.int32))
+
+
+def test_the_machine_probes(sub):
+    """The probes' kernels: a launch of nothing, a 5-hop chase (loads and atomic adds of 0), a copy."""
+    gfx950.emulate(sub._probe_empty_kernel, (1,), num_warps=4)
+    region, order = sub._chase_chain(4096, 128, 7, torch.device("cpu"))
+    for atomic in (0, 1):
+        end = torch.full((1,), -1, dtype=torch.int32)
+        gfx950.emulate(sub._probe_chase_kernel, (1,), region, end, order[0], 5, atomic, 0, region.numel() - 1)
+        assert int(end) == order[5]
+    src = torch.arange(2 * 256, dtype=torch.int32)
+    dst = torch.zeros_like(src)
+    gfx950.emulate(sub._probe_copy_kernel, (2,), src, dst, BLOCK=256)
+    assert torch.equal(src, dst)
+
+
+def test_a_call_runs_as_on_the_mi355x(sub, fresh_plans):
+    """custom_kernel on a small case: the dispatch of 256 CUs picks its variant, the self-check
+    and the first call's check run it, and the answer holds (what `MLA_EMULATE=gfx950 python
+    eval.py test` does per case)."""
+    data = ref.generate_input(2, 1, 300, 3, device=torch.device("cpu"))
+    out = fresh_plans.custom_kernel(data)
+    choice = fresh_plans.choose(2, 300, torch.device("cpu"))
+    launch = fresh_plans.make_launch(*choice[1:])
+    variant = fresh_plans.launch_variants(launch, torch.device("cpu"))[0]
+    assert [v for v, what, _, verdict in fresh_plans.CHECK_LOG[-2:]] == [variant, variant]
+    assert all(verdict is None for *_, verdict in fresh_plans.CHECK_LOG[-2:])
+    assert mla.wrong(fresh_plans, variant, data, out) is None
