@@ -75,12 +75,16 @@ def copy_repository(target: Path, mutations):
 def runner_triton_env() -> dict:
     """The environment of every pytest run: RUNNER_TRITON_DIR as given, or this repository's
     own .ci/triton-<version> where it exists (the copies have none: without it
-    tests/test_compile_targets.py would install the runner's Triton into each copy)."""
+    tests/test_compile_targets.py would install the runner's Triton into each copy), and the
+    gfx950 build cache of this repository."""
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
     version = re.search(r"^triton==([\d.]+)", (ROOT / "requirements-runner.txt").read_text(), re.M)
     own = ROOT / ".ci" / f"triton-{version[1]}" if version else None
     if not env.get("RUNNER_TRITON_DIR") and own is not None and (own / "triton").is_dir():
         env["RUNNER_TRITON_DIR"] = str(own)
+    # the gfx950 emulator's builds: this repository's cache (keyed by the kernels' text, so a
+    # mutated kernel builds anew and the others are reused)
+    env.setdefault("GFX950_BUILD_CACHE", str(ROOT / ".cache" / "gfx950-builds"))
     return env
 
 

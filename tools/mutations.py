@@ -17,8 +17,37 @@ AITER_Q8 = ["tests/test_aiter_glue.py", "-k"]
 COMPILE = ["tests/test_compile_targets.py", "-k"]
 PROBES = ["tests/test_machine_probes.py", "-k"]
 MODEL = ["tests/test_latency_model.py", "-k"]
+EMULATED = ["tests/test_gfx950_submission.py", "-k"]
 
 MUTATIONS = [
+    # --- issue 35: submission's MI355X binaries on the gfx950 emulator (tests/test_gfx950_submission.py) ---
+    mutation("emulated gluon: the ring waits one tile late (a tile read before its copy lands)",
+             "            gl.amd.cdna4.async_copy.wait_group(1)\n", "            gl.amd.cdna4.async_copy.wait_group(2)\n",
+             EMULATED + ["once-direct"]),
+    mutation("emulated scaled: a tail tile's codes loaded unmasked (rows past the last sequence read)",
+             "    k = _load_tile(kv_rows, tl.arange(0, V_DIM_C // 2), rows_ok, MASKED)",
+             "    k = _load_tile(kv_rows, tl.arange(0, V_DIM_C // 2), rows_ok, False)",
+             EMULATED + ["scaled-direct"]),
+    mutation("emulated scaled FUSED: no wave waits for its stores before the barrier",
+             '    tl.inline_asm_elementwise("s_waitcnt vmcnt(0) ; $0", "=v", [], dtype=tl.int32, is_pure=False, pack=1)',
+             '    tl.inline_asm_elementwise("s_nop 0 ; $0", "=v", [], dtype=tl.int32, is_pure=False, pack=1)',
+             EMULATED + ["scaled-fused"]),
+    # (not planted: the Gluon FUSED form's per-wave store wait, since wave 0 alone stores its partials and
+    # its own buffer_wbl2 follows them in order; the standard FUSED form's per-wave buffer_inv, since the
+    # atomic's acquire already invalidates the XCD's L2. Both stay, held by tests/test_compile_targets.py.)
+    mutation("emulated gluon FUSED: the merging program does not invalidate before reading the partials",
+             '        heads = gl.inline_asm_elementwise("buffer_inv sc1", "=v,0"',
+             '        heads = gl.inline_asm_elementwise("s_nop 0", "=v,0"', EMULATED + ["once-fused"]),
+    mutation("emulated gluon: the second pass never runs (a later key far above the first tile's maximum)",
+             "        if gl.max(gl.max(gap, axis=1), axis=0) > ONCE_OVERFLOW_LOG2_C:  # again, from the true maximum",
+             "        if gl.max(gl.max(gap, axis=1), axis=0) > 1e30:  # again, from the true maximum",
+             EMULATED + ["second_pass"]),
+    mutation("emulated gluon: the rope copy's last 32 bytes read again (past the last row, the KV tensor's end)",
+             "        rope_in_row = columns < ROPE_C // 2", "        rope_in_row = columns < ROPE_PAD_BYTES_C",
+             EMULATED + ["last_byte"]),
+    mutation("emulated gluon: all 8 scale words of a row copied again (past the scale buffer's end)",
+             "        scale_in_row = columns < GL_SCALE_WORDS", "        scale_in_row = columns < 8",
+             EMULATED + ["second_pass"]),
     # --- each conversion: value, sign, scale exponent, byte select, special scale bytes ---
     mutation("portable: one code's sign", "half = (((code & 0x7) << 9) | ((code & 0x8) << 12))",
              "half = (((code & 0x7) << 9) | ((code & 0x8) << 12) | ((code == 3).to(tl.int32) << 15))",

@@ -12,8 +12,10 @@ may have a newer Triton imported, or its interpreter switched on). The kernel's 
 imported there from its file; its arguments are described, not sent: a tensor by its
 dtype, the device address the emulator gives it and its size, so Triton 3.6.0's own
 binder specializes them as at a launch (16-byte alignment, integers equal to 1 or
-divisible by 16, buffers under 2 GB). Builds are cached on disk by the module file's text,
-the kernel, the argument description and the options.
+divisible by 16, buffers under 2 GB). Builds are cached on disk (.cache/gfx950-builds, or
+GFX950_BUILD_CACHE) by the module file's text (and Triton's cache key of the kernel and the
+JIT functions it calls, where the kernel object has one), the kernel, the argument
+description and the options.
 """
 import hashlib
 import inspect
@@ -92,9 +94,17 @@ def build(kernel, arguments, constexprs=None, num_warps=4, num_stages=None, trit
     request = {"file": str(path), "module": fn.__module__, "name": fn.__name__, "arguments": arguments,
                "constexprs": constexprs or {}, "options": opts}
     triton_path = triton_dir or runner_triton_dir()
-    key = hashlib.sha256(json.dumps({**request, "source": path.read_text(), "triton": str(triton_path),
-                                     "fp_fusion": os.environ.get("TRITON_DEFAULT_FP_FUSION")},
-                                    sort_keys=True).encode()).hexdigest()[:24]
+    # the key: what the build depends on, wherever the file lies (a copy of the repository
+    # shares the cache): the module's text, and where the kernel object has one, Triton's own
+    # cache key of the function and the JIT functions it calls (other files included)
+    depends = {k: v for k, v in request.items() if k != "file"}
+    depends.update(source=path.read_text(), triton=Path(triton_path).name,
+                   fp_fusion=os.environ.get("TRITON_DEFAULT_FP_FUSION"))
+    try:
+        depends["jit"] = kernel.cache_key
+    except Exception:  # noqa: BLE001 - an interpreted or otherwise keyless kernel: the module's text
+        pass
+    key = hashlib.sha256(json.dumps(depends, sort_keys=True, default=str).encode()).hexdigest()[:24]
     cached = CACHE_DIR / f"{fn.__name__}-{key}.json"
     if cached.exists():
         return Built(**{k: (tuple(tuple(p) for p in v) if k == "params" else v)
