@@ -10,6 +10,7 @@ Registers of one wave (64 lanes):
 EXEC is kept twice: as the two SGPRs and as a boolean lane mask (exec_mask, exec_all) that
 every VALU write uses; `set_exec` keeps them equal.
 """
+import itertools
 from collections import deque
 
 import numpy as np
@@ -36,6 +37,9 @@ INLINE_F64 = {0.5: 0x3FE0000000000000, -0.5: 0xBFE0000000000000, 1.0: 0x3FF00000
               4.0: 0x4010000000000000, -4.0: 0xC010000000000000, 0.15915494: 0x3FC45F306DC9C882}
 
 
+_WAVE_KEYS = itertools.count(1)
+
+
 class EmulationError(Exception):
     """Execution stopped: an instruction or form the emulator does not know, an access
     outside every tensor, a hang, a detector's finding. The message names the kernel, the
@@ -60,6 +64,7 @@ class Wave:
     def __init__(self, workgroup, wave_id, entry):
         self.workgroup = workgroup
         self.wave_id = wave_id
+        self.key = next(_WAVE_KEYS)   # a nonzero tag of this wave (its stores in flight)
         self.s = [0] * 128
         self.v = np.zeros((512, LANES), dtype=np.uint32)
         self.scc = 0
