@@ -53,8 +53,7 @@ FAMILY_MERGES = [("scaled", "direct", False, 128), ("scaled", "combine", False, 
 
 
 def ci_input(seed=11):
-    return ref.generate_input(len(CI_LENGTHS), 1, max(CI_LENGTHS), seed, scale_layout="padded", scale_padding=0xFF,
-                              kv_lens=CI_LENGTHS, device=torch.device("cpu"))
+    return mla.reference_input(CI_LENGTHS, seed)
 
 
 @pytest.mark.parametrize("family,merge,gluon,block_n", FAMILY_MERGES,

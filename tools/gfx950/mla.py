@@ -50,6 +50,13 @@ def mi355x_variants(sub, fallbacks=True):
     return {variant: sorted(splits) for variant, splits in sorted(found.items(), key=lambda item: item[0].describe())}
 
 
+def reference_input(lengths, seed, scale_layout="padded", scale_padding=0xFF):
+    """The leaderboard's input for sequences of `lengths` tokens (reference.generate_input)."""
+    import reference
+    return reference.generate_input(len(lengths), 1, max(lengths), seed, scale_layout=scale_layout,
+                                    scale_padding=scale_padding, kv_lens=list(lengths), device=torch.device("cpu"))
+
+
 def operands(sub, data):
     """(q, packed (total_kv, 1, 288) uint8, scales uint8, qo_indptr, kv_indptr, sm_scale) of an
     input: the views submission's plan passes its kernels."""
