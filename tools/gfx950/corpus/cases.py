@@ -1,0 +1,495 @@
+"""The corpus cases: inputs, the launch, and the answer from numpy (reference.py).
+
+Each run(launch, rng) draws random inputs (never all zero; edge values where they matter),
+launches as `kernel[grid](*args, **options)` would, and checks every output element. Rules
+and tolerances, stated per case: integer and bit results exact; conversions exact bit
+patterns under the stated rounding; fp32 arithmetic within 1-2 ulp of the float64 answer;
+exp2 within 1e-6 relative; matrix products against float64 with rtol 1e-5 (fp32 accumulation
+of exact products, in an order of the hardware's choosing).
+"""
+import numpy as np
+import torch
+
+from . import reference as ref
+from . import triton_kernels as tk
+from . import Case
+
+INT32_MIN, INT32_MAX = -(2 ** 31), 2 ** 31 - 1
+
+
+def tensor(array):
+    """A CPU torch tensor holding a copy of the numpy array."""
+    return torch.from_numpy(np.ascontiguousarray(array).copy())
+
+
+def bits_of(t, dtype=np.uint16):
+    """A 16-bit torch tensor's bit patterns as numpy."""
+    return t.view(torch.int16).numpy().view(dtype)
+
+
+def triton_cdiv(a, b):
+    return -(-a // b)
+
+
+def wrap32(values):
+    """int64 numpy -> int32 with two's-complement wraparound."""
+    return (np.asarray(values, dtype=np.int64) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+
+
+# --- elementwise and bit operations -------------------------------------------------------------
+def integer_ops_reference(a, b, c):
+    """INT_OPS in numpy, int64 arithmetic wrapped to int32 (C semantics: / and % truncate toward zero,
+    >> on int32 is arithmetic, on uint32 logical)."""
+    a64, b64, c64 = (v.astype(np.int64) for v in (a, b, c))
+    au, bu, cu = (v.view(np.uint32).astype(np.int64) for v in (a, b, c))
+
+    def s16(v):
+        return ((np.asarray(v, dtype=np.int64) + 2 ** 15) & 0xFFFF) - 2 ** 15
+
+    def s24(v):
+        return ((v.astype(np.int64) + 2 ** 23) & 0xFFFFFF) - 2 ** 23
+
+    quotient = np.abs(a64) // np.abs(b64) * np.sign(a64) * np.sign(b64)
+    rows = {
+        "mul_add": a64 * b64 + 12345,
+        "xor_ashr": a64 ^ (b64 >> 7),
+        "lshr": au >> 5,
+        "bfe_u": (a64 >> 3) & 0x3FF,
+        "bfe_i": (wrap32(a64 << 20).astype(np.int64)) >> 26,
+        "byte_perm": ((au & 0xFF) << 24) | (((au >> 8) & 0xFF) << 16) | (((bu >> 16) & 0xFF) << 8) | (bu >> 24),
+        "max": np.maximum(a64, b64),
+        "min": np.minimum(a64, b64),
+        "med3": np.median(np.stack([a64, b64, c64]), axis=0).astype(np.int64),
+        "div": quotient,
+        "rem": a64 - quotient * b64,
+        "bitsel": (a64 & b64) | (~a64 & c64),
+        "xor3": a64 ^ b64 ^ c64,
+        "and_xor": (a64 & b64) ^ c64,
+        "int16_add": s16(s16(a64) + s16(b64)),
+        "int16_shl": s16(s16(a64) << 3),
+        "mad_u24": (a64 & 0xFFFF) * (b64 & 0xFFF) + c64,
+        "mul_u24": (a64 & 0xFFFF) * (b64 & 0xFF),
+        "mul_i24": s24(a64) * s24(b64),
+        "add3": a64 + b64 + c64,
+        "or3": a64 | b64 | c64,
+        "xad": (a64 ^ b64) + c64,
+        "and_or": (a64 & b64) | c64,
+        "lshl_add": (a64 << 4) + b64,
+        "add_lshl": (a64 + b64) << 3,
+        "lshl_or": (a64 << 6) | (b64 & 63),
+        "umulhi": (au * bu) >> 32,
+        "mul64_shr": (a64 * b64) >> 17,
+        "udiv": au // ((bu >> 16) | 1),
+        "bfrev_not": ~(cu >> 1),
+        "popc": ((au & 0xF0F0F0F0) >> 4) + (au & 0x0F0F0F0F),
+    }
+    return np.stack([wrap32(rows[name]) for name in tk.INT_OPS])
+
+
+def run_integer_ops(launch, rng):
+    """Every INT_OPS row over 1000 elements (4 programs, a masked tail), inputs spanning int32 with
+    INT32_MIN / INT32_MAX / 0 / -1 among a."""
+    n, block = 1000, 256
+    a = rng.integers(INT32_MIN, INT32_MAX, n, dtype=np.int64, endpoint=True).astype(np.int32)
+    a[:6] = [INT32_MIN, INT32_MAX, 0, -1, 1, -7]
+    b = rng.integers(INT32_MIN, INT32_MAX, n, dtype=np.int64, endpoint=True).astype(np.int32)
+    b[rng.random(n) < 0.3] = rng.integers(-300, 300, 1)[0]  # small divisors too
+    b[b == 0] = 3
+    b[:6] = [3, -2, 5, 7, INT32_MIN, 1]
+    c = rng.integers(INT32_MIN, INT32_MAX, n, dtype=np.int64, endpoint=True).astype(np.int32)
+    out = tensor(np.full((tk.NUM_INT_OPS, n), 0x5A5A5A5A, dtype=np.int32))
+    launch(tk.integer_ops_kernel, (triton_cdiv(n, block),), tensor(a), tensor(b), tensor(c), out, n, BLOCK=block,
+           num_warps=4)
+    expected = integer_ops_reference(a, b, c)
+    for row, name in enumerate(tk.INT_OPS):
+        ref.check_equal("integer_ops", name, out.numpy()[row], expected[row])
+
+
+def float_ops_reference(x, y, z, i):
+    """FLOAT_OPS in float64 (rounded to float32 once by the check), IEEE semantics: max/min ignore a NaN
+    operand (fmax), x.to(int32) truncates toward zero."""
+    x64, y64, z64 = (v.astype(np.float64) for v in (x, y, z))
+    with np.errstate(all="ignore"):
+        rows = {
+            "fma": x64 * y64 + z64,
+            "fms": x64 * y64 - z64,
+            "fnma": -x64 * y64 + z64,
+            "div": x64 / y64,
+            "exp2": np.exp2(z64),
+            "max": np.fmax(x64, y64),
+            "min": np.fmin(x64, y64),
+            "clamp": np.fmin(np.fmax(x64, -1.5), 2.5),
+            "abs_max": np.fmax(np.abs(x64), np.abs(y64)),
+            "sub": x64 - y64,
+            "where_lt": np.where(x64 < y64, x64, z64),
+            "nan_to_zero": np.where(np.isnan(x64), 0.0, x64),
+            "to_int": np.trunc((x * np.float32(100.0)).astype(np.float64)),
+            "from_int": i.astype(np.float64),
+            "from_uint": i.view(np.uint32).astype(np.float64),
+            "mul_add_pair": x64 * 3.0 + (y * np.float32(0.25)).astype(np.float64),
+            "rcp_scaled": 1.0 / (y * np.float32(8.0)).astype(np.float64),
+            "eq_select": np.where(x64 == z64, y64, x64),
+        }
+    return rows
+
+
+def run_float_ops(launch, rng):
+    """fp32 arithmetic over 700 elements: results within 1 ulp of the exactly rounded answer (2 for the
+    division and reciprocal sequences, 1e-6 relative for exp2); NaN, infinities, signed zeros and
+    denormals among the inputs of the select, max/min and conversion rows."""
+    n, block = 700, 256
+    x = (rng.standard_normal(n) * 4).astype(np.float32)
+    y = (rng.standard_normal(n) * 4).astype(np.float32)
+    y[np.abs(y) < 1e-3] = 0.5
+    z = rng.uniform(-20, 20, n).astype(np.float32)
+    x[:8] = [np.nan, np.inf, -np.inf, -0.0, 1e-40, -3e-39, 2.5, -1.5]
+    z[8:12] = x[8:12] = [0.75, -2.0, 1e-3, 7.0]  # x == z rows
+    i = rng.integers(INT32_MIN, INT32_MAX, n, dtype=np.int64, endpoint=True).astype(np.int32)
+    i[:3] = [INT32_MIN, INT32_MAX, -1]
+    out = tensor(np.full((tk.NUM_FLOAT_OPS, n), np.nan, dtype=np.float32))
+    launch(tk.float_ops_kernel, (triton_cdiv(n, block),), tensor(x), tensor(y), tensor(z), tensor(i), out, n,
+           BLOCK=block, num_warps=4)
+    expected = float_ops_reference(x, y, z, i)
+    got = out.numpy()
+    big = np.abs(x * np.float32(100.0)) < 2.0 ** 31  # to_int: only where the conversion is defined
+    for row, name in enumerate(tk.FLOAT_OPS):
+        values, answer = got[row], expected[name]
+        if name == "to_int":
+            values, answer = values[big & np.isfinite(x)], answer[big & np.isfinite(x)]
+        if name == "exp2":
+            ref.check_close("float_ops", name, values, answer, rtol=1e-6)
+        elif name == "mul_add_pair":  # contracted to one fma on gfx950 (fp fusion), two roundings elsewhere
+            magnitude = np.abs(x.astype(np.float64) * 3.0) + np.abs(y.astype(np.float64) * 0.25)
+            ref.check_ulps("float_ops", name, values, answer, ulps=1, magnitude=magnitude)
+        else:
+            ref.check_ulps("float_ops", name, values, answer, ulps=2 if name in ("div", "rcp_scaled") else 1)
+
+
+def run_masked_tail(launch, rng):
+    """n = 1000 over 4 programs of 256: elements past n (the guard) keep their sentinel."""
+    n, block, guard = 1000, 256, 100
+    x = rng.integers(INT32_MIN, INT32_MAX, n, dtype=np.int64, endpoint=True).astype(np.int32)
+    sentinel = np.int32(0x7B7B7B7B)
+    out = tensor(np.full(n + guard, sentinel, dtype=np.int32))
+    launch(tk.masked_tail_kernel, (triton_cdiv(n, block),), tensor(x), out, n, BLOCK=block, num_warps=2)
+    expected = wrap32((x.astype(np.int64) * 1103515245 + 12345) ^ (x.astype(np.int64) >> 7))
+    ref.check_equal("masked_tail", "values", out.numpy()[:n], expected)
+    ref.check_equal("masked_tail", "guard past n", out.numpy()[n:], np.full(guard, sentinel))
+
+
+# --- reductions ------------------------------------------------------------------------------------
+def run_block_reduce(launch, rng):
+    """Max, sum, max |x| of 1000 floats and max/min of 1000 ints across all 8 warps of one program (BLOCK 1024:
+    DPP row shifts and broadcasts, readlane, LDS between warps)."""
+    n = 1000
+    x = (rng.standard_normal(n) * 10).astype(np.float32)
+    x[rng.integers(0, n)] = -123.5  # the largest magnitude is negative
+    i = rng.integers(-10 ** 9, 10 ** 9, n).astype(np.int32)
+    out = tensor(np.zeros(3, dtype=np.float32))
+    out_i = tensor(np.zeros(2, dtype=np.int32))
+    launch(tk.block_reduce_kernel, (1,), tensor(x), tensor(i), out, out_i, n, BLOCK=1024, num_warps=8)
+    got = out.numpy()
+    ref.check_equal("block_reduce", "max", got[0], x.max())
+    ref.check_close("block_reduce", "sum", got[1], x.astype(np.float64).sum(), rtol=1e-5, atol=1e-3)
+    ref.check_equal("block_reduce", "max |x|", got[2], np.abs(x).max())
+    ref.check_equal("block_reduce", "int max, min", out_i.numpy(), np.array([i.max(), i.min()]))
+
+
+def run_tile_reduce(launch, rng):
+    """Row and column max/sum of a (29, 100) tile in a (32, 128) block over 4 warps (reductions inside a lane
+    group and across warps through LDS)."""
+    rows, cols, stride = 29, 100, 104
+    x = (rng.standard_normal((rows, stride)) * 3).astype(np.float32)
+    outs = [tensor(np.full(size, np.nan, dtype=np.float32)) for size in (rows, rows, cols, cols)]
+    launch(tk.tile_reduce_kernel, (1,), tensor(x), *outs, rows, cols, stride, ROWS=32, COLS=128, num_warps=4)
+    tile = x[:, :cols].astype(np.float64)
+    ref.check_equal("tile_reduce", "row max", outs[0].numpy(), x[:, :cols].max(axis=1))
+    ref.check_close("tile_reduce", "row sum", outs[1].numpy(), tile.sum(axis=1), rtol=1e-5, atol=1e-4)
+    ref.check_equal("tile_reduce", "column max", outs[2].numpy(), x[:, :cols].max(axis=0))
+    ref.check_close("tile_reduce", "column sum", outs[3].numpy(), tile.sum(axis=0), rtol=1e-5, atol=1e-4)
+
+
+# --- conversions --------------------------------------------------------------------------------------
+def run_to_fp8(launch, rng):
+    """fp32 -> e4m3fn, exact bytes: round to nearest even, +-448 for finite overflow and +-inf, NaN -> a NaN code
+    (0x7F / 0xFF: the sign is not checked). Inputs: every e4m3 value and every midpoint between neighbours
+    (ties), one float32 step either side of each midpoint, denormals of both formats, -0, saturation."""
+    finite = ref.e4m3_values(np.arange(0x7F))
+    midpoints = (finite[:-1] + finite[1:]) / 2
+    near = np.concatenate([np.nextafter(midpoints.astype(np.float32), np.float32(np.inf)),
+                           np.nextafter(midpoints.astype(np.float32), np.float32(-np.inf))])
+    special = np.array([0.0, -0.0, 1e-40, -1e-40, 2.0 ** -10, 2.0 ** -9 * 1.5, 449.0, 463.99, 464.0, 480.0, 1e6,
+                        3e38, np.inf, -np.inf, np.nan], dtype=np.float32)
+    random = (rng.standard_normal(300) * 30).astype(np.float32)
+    magnitudes = np.concatenate([finite, midpoints, near, random]).astype(np.float32)
+    x = np.concatenate([magnitudes, -magnitudes, special])
+    n = x.size
+    out = tensor(np.full(n + 3, 0xA5, dtype=np.uint8))
+    launch(tk.to_fp8_kernel, (triton_cdiv(n, 512),), tensor(x), out, n, BLOCK=512, num_warps=4)
+    got = out.numpy()[:n]
+    expected = ref.e4m3_codes(x)
+    nan = np.isnan(x)
+    ref.check_equal("to_fp8", "bytes", np.where(nan, (got & 0x7F) == 0x7F, got), np.where(nan, True, expected))
+    ref.check_equal("to_fp8", "guard past n", out.numpy()[n:], np.full(3, 0xA5, dtype=np.uint8))
+
+
+def run_float_conversions(launch, rng):
+    """fp32 -> bf16 (RNE bits, ties and carries into the exponent, denormals kept, NaN stays NaN), fp16 -> fp32 and
+    bf16 -> fp32 (exact, every denormal class, +-inf, NaN, -0)."""
+    n = 900
+    x = (rng.standard_normal(n) * 100).astype(np.float32)
+    ties = np.array([0x3F808000, 0x3F818000, 0x3F7FFFFF, 0x3FFF8000, 0x00008000, 0x80018000, 0x7F7FFFFF,
+                     0x00000001, 0x807FFFFF], dtype=np.uint32).view(np.float32)
+    x[:ties.size] = ties
+    x[ties.size:ties.size + 5] = [np.inf, -np.inf, np.nan, -0.0, 1e-45]
+    h_bits = rng.integers(0, 65536, n).astype(np.uint16)
+    h_bits[:6] = [0x0001, 0x83FF, 0x7C00, 0xFC00, 0x8000, 0x7E00]
+    b_bits = rng.integers(0, 65536, n).astype(np.uint16)
+    b_bits[:5] = [0x0001, 0x807F, 0x7F80, 0xFF80, 0x8000]
+    bf16_out = torch.zeros(n, dtype=torch.bfloat16)
+    f32_from_fp16 = torch.zeros(n, dtype=torch.float32)
+    f32_from_bf16 = torch.zeros(n, dtype=torch.float32)
+    launch(tk.float_conversions_kernel, (triton_cdiv(n, 256),), tensor(x),
+           tensor(h_bits).view(torch.float16), tensor(b_bits).view(torch.bfloat16), bf16_out, f32_from_fp16,
+           f32_from_bf16, n, BLOCK=256, num_warps=4)
+    got = bits_of(bf16_out)
+    expected = ref.bf16_bits(x)
+    nan = np.isnan(x)
+    ref.check_equal("float_conversions", "fp32 -> bf16 bits", np.where(nan, (got & 0x7FFF) > 0x7F80, got),
+                    np.where(nan, True, expected))
+    ref.check_close("float_conversions", "fp16 -> fp32", f32_from_fp16.numpy(), ref.fp16_values(h_bits), rtol=0)
+    ref.check_close("float_conversions", "bf16 -> fp32", f32_from_bf16.numpy(), ref.bf16_values(b_bits), rtol=0)
+
+
+# --- matrix products ----------------------------------------------------------------------------------
+def _dot_case(name, m, n, k, num_warps, trans_b=False):
+    def run(launch, rng):
+        a_bits, a = ref.bf16_random(rng, (m, k))
+        b_bits, b = ref.bf16_random(rng, (k, n))
+        c = rng.standard_normal((m, n)).astype(np.float32)
+        out = tensor(np.full((m, n), np.nan, dtype=np.float32))
+        b_t = tensor(b_bits).view(torch.bfloat16)
+        launch(tk.dot_kernel, (1,), tensor(a_bits).view(torch.bfloat16), b_t, tensor(c), out, k, 1, n, 1,
+               M=m, N=n, K=k, TRANS_B=trans_b, num_warps=num_warps)
+        ref.check_product(name, out.numpy(), a, b, c)
+    return run
+
+
+def _scaled_operand(rng, fmt, rows, k):
+    """(stored bytes, scale bytes, float64 values x scale) of a (rows, k) MX operand in `fmt`."""
+    scales = ref.random_scales(rng, (rows, k // 32))
+    if fmt == "e2m1":
+        stored = ref.random_e2m1_packed(rng, (rows, k // 2))
+        values = ref.unpack_e2m1(stored, axis=1)
+    else:
+        stored = ref.random_e4m3(rng, (rows, k))
+        values = ref.e4m3_values(stored)
+    return stored, scales, values * np.repeat(ref.e8m0_values(scales), 32, axis=1)
+
+
+def _dot_scaled_case(name, m, n, k, a_format, b_format, num_warps):
+    def run(launch, rng):
+        a, a_scale, a_values = _scaled_operand(rng, a_format, m, k)
+        b, b_scale, b_values = _scaled_operand(rng, b_format, n, k)
+        out = tensor(np.full((m, n), np.nan, dtype=np.float32))
+        launch(tk.dot_scaled_kernel, (1,), tensor(a), tensor(a_scale), tensor(b), tensor(b_scale), out,
+               M=m, N=n, K=k, A_FORMAT=a_format, B_FORMAT=b_format, num_warps=num_warps)
+        ref.check_product(name, out.numpy(), a_values, b_values.T)
+    return run
+
+
+def run_dot_scaled_bf16(launch, rng):
+    """tl.dot_scaled(e2m1 a, scales, "e2m1", bf16 b, None, "bf16"): a (32, 128) upcast through
+    v_cvt_scalef32_pk_bf16_fp4, scales differing per 32-block, then bf16 MFMA."""
+    m, n, k = 32, 32, 128
+    a, a_scale, a_values = _scaled_operand(rng, "e2m1", m, k)
+    b_bits, b = ref.bf16_random(rng, (k, n))
+    out = tensor(np.full((m, n), np.nan, dtype=np.float32))
+    launch(tk.dot_scaled_bf16_kernel, (1,), tensor(a), tensor(a_scale), tensor(b_bits).view(torch.bfloat16), out,
+           M=m, N=n, K=k, num_warps=4)
+    ref.check_product("dot_scaled_e2m1_bf16", out.numpy(), a_values, b)
+
+
+# --- atomics --------------------------------------------------------------------------------------------
+def run_ticket(launch, rng):
+    """37 programs each take a ticket with tl.atomic_add (the counter's old value): the tickets are a permutation
+    of 0..36, the counter ends at 37, and the last program's total is the sum of every partial."""
+    programs, block = 37, 64
+    x = rng.standard_normal(programs * block).astype(np.float32)
+    partial = tensor(np.zeros(programs, dtype=np.float32))
+    tickets = tensor(np.full(programs, -1, dtype=np.int32))
+    counter = tensor(np.zeros(1, dtype=np.int32))
+    total = tensor(np.zeros(1, dtype=np.float32))
+    launch(tk.ticket_kernel, (programs,), tensor(x), partial, tickets, counter, total, BLOCK=block, num_warps=2)
+    ref.check_equal("ticket", "sorted tickets", np.sort(tickets.numpy()), np.arange(programs, dtype=np.int32))
+    ref.check_equal("ticket", "counter", counter.numpy(), np.array([programs], dtype=np.int32))
+    sums = x.reshape(programs, block).astype(np.float64).sum(axis=1)
+    ref.check_close("ticket", "partials", partial.numpy(), sums, rtol=1e-5, atol=1e-5)
+    ref.check_close("ticket", "total", total.numpy(), np.array([sums.sum()]), rtol=1e-5, atol=1e-4)
+
+
+# --- a small split attention ------------------------------------------------------------------------------
+ATTENTION_LOG2 = 0.1 * np.log2(np.e)  # qk_scale_log2: scores x this are base-2 exponents
+
+
+def exact_q(rng, batch):
+    """(e4m3 bytes (batch, 16, 128), e8m0 bytes (batch, 16, 4), float64 values) of a Q whose products with
+    _exact_kv's values and every partial sum of 128 of them are exact in float32 (values multiples of 2^-6 below 8,
+    K multiples of 2^-3 up to 12: sums below 2^14 in steps of 2^-9), so scores do not depend on the order of
+    accumulation. Exponent fields 5..9 (2^-2 .. 7.5), scales 2^-1 or 1, both varying per 32-block."""
+    exponent = rng.integers(5, 10, (batch, 16, 128))
+    codes = (rng.integers(0, 2, (batch, 16, 128)) << 7) | (exponent << 3) | rng.integers(0, 8, (batch, 16, 128))
+    scales = rng.integers(126, 128, (batch, 16, 4)).astype(np.uint8)
+    values = ref.e4m3_values(codes) * np.repeat(ref.e8m0_values(scales), 32, axis=2)
+    return codes.astype(np.uint8), scales, values
+
+
+def exact_kv(rng, total_kv, row_bytes, scale_stride):
+    """(codes (total_kv, row_bytes) uint8: 64 bytes of e2m1 pairs then padding, scales (total_kv, scale_stride) e8m0
+    with 2^-2..2^1 in bytes 0..3, float64 values (total_kv, 128))."""
+    codes = rng.integers(0, 256, (total_kv, row_bytes), dtype=np.uint8)
+    scales = rng.integers(0, 256, (total_kv, scale_stride), dtype=np.uint8)  # padding: anything
+    scales[:, :4] = rng.integers(125, 129, (total_kv, 4))
+    values = ref.unpack_e2m1(codes[:, :64], axis=1) * np.repeat(ref.e8m0_values(scales[:, :4]), 32, axis=1)
+    return codes, scales, values
+
+
+def split_bounds(start, end, num_splits, block_n):
+    """[(lo, hi)] of each split of rows [start, end): whole tiles per split, the last short (or empty)."""
+    tiles_per_split = -(-(-(-(end - start) // block_n)) // num_splits)
+    bounds = []
+    for split in range(num_splits):
+        lo = start + split * tiles_per_split * block_n
+        bounds.append((lo, min(lo + tiles_per_split * block_n, end)))
+    return bounds
+
+
+def attention_reference(q_values, k_values, indptr, num_splits, block_n):
+    """float64 answers: per split m, l, acc, acc's error scale (p @ |v|), and per sequence out and its scale."""
+    batch = q_values.shape[0]
+    m = np.full((batch, num_splits, 16), -np.inf)
+    l = np.zeros((batch, num_splits, 16))
+    acc = np.zeros((batch, num_splits, 16, 64))
+    acc_scale = np.zeros_like(acc)
+    out = np.zeros((batch, 16, 64))
+    out_scale = np.zeros_like(out)
+    v_values = k_values[:, :64]
+    for seq in range(batch):
+        start, end = indptr[seq], indptr[seq + 1]
+        for split, (lo, hi) in enumerate(split_bounds(start, end, num_splits, block_n)):
+            if lo < hi:
+                scores = q_values[seq] @ k_values[lo:hi].T
+                m[seq, split] = scores.max(axis=1)
+                p = np.exp2((scores - m[seq, split][:, None]) * ATTENTION_LOG2)
+                l[seq, split] = p.sum(axis=1)
+                acc[seq, split] = p @ v_values[lo:hi]
+                acc_scale[seq, split] = p @ np.abs(v_values[lo:hi])
+        if start < end:
+            scores = q_values[seq] @ k_values[start:end].T
+            p = np.exp2((scores - scores.max(axis=1)[:, None]) * ATTENTION_LOG2)
+            out[seq] = p @ v_values[start:end] / p.sum(axis=1)[:, None]
+            out_scale[seq] = p @ np.abs(v_values[start:end]) / p.sum(axis=1)[:, None]
+    return m, l, acc, acc_scale, out, out_scale
+
+
+# p is rounded to bf16 before the values' product: each term of acc is off by up to 2^-9 of itself
+P_BF16_BOUND = 2.0 ** -8
+
+
+def check_within(case, what, got, expected, scale, relative):
+    """|got - expected| <= relative x scale + 1e-30 elementwise (NaN where NaN expected)."""
+    ref.check_close(case, what, np.where(np.abs(got - expected) <= relative * scale + 1e-30, expected, got),
+                    expected, rtol=0)
+
+
+def _attention_case(name, block_n, num_warps, num_stages, scores, convert, merge, merge_chunk=2, merge_dims=64):
+    def run(launch, rng):
+        lengths = [2 * block_n + block_n // 3 + 1, 0, block_n + block_n // 5 + 1]
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        batch, num_splits, total_kv = len(lengths), 2, int(indptr[-1]) + 5
+        q8, qs, q_values = exact_q(rng, batch)
+        codes, scales, k_values = exact_kv(rng, total_kv, 80, 6)
+        part_acc = tensor(np.full((batch, num_splits, 16, 64), np.nan, dtype=np.float32))
+        part_ml = tensor(np.full((batch, num_splits, 2, 16), np.nan, dtype=np.float32))
+        count = tensor(np.zeros(batch, dtype=np.int32))
+        out = tensor(np.full((batch, 16, 64), np.nan, dtype=np.float32))
+        kv = tensor(codes)
+        qb = tensor(ref.bf16_bits(q_values.astype(np.float32))).view(torch.bfloat16)
+        launch(tk.split_attention_kernel, (num_splits, batch), tensor(q8), tensor(qs), qb, kv, kv.view(torch.int32),
+               tensor(scales), tensor(indptr), part_acc, part_ml, count, out, total_kv, num_splits, 80, 6,
+               ATTENTION_LOG2, BLOCK_N=block_n, SCORES=scores, CONVERT=convert, MERGE=merge, num_warps=num_warps,
+               num_stages=num_stages)
+        merged = None
+        if merge == tk.PARTIALS.value:
+            # an invalid split (m NaN) must make its sequence's head NaN in the merge
+            part_ml_values = part_ml.numpy()
+            poisoned = part_ml_values[0, 1, 0, 5]
+            part_ml_values[0, 1, 0, 5] = np.nan
+            merged = torch.zeros((batch, 16, 64), dtype=torch.bfloat16)
+            launch(tk.merge_partials_kernel, (batch, 16, 64 // merge_dims), merged, part_acc, part_ml, num_splits,
+                   ATTENTION_LOG2, CHUNK=merge_chunk, DIMS=merge_dims, num_warps=4)
+            part_ml_values[0, 1, 0, 5] = poisoned
+        m, l, acc, acc_scale, expected_out, out_scale = attention_reference(q_values, k_values, indptr, num_splits,
+                                                                            block_n)
+        ref.check_equal(name, "split max m (exact scores)", part_ml.numpy()[:, :, 0], m.astype(np.float32))
+        ref.check_close(name, "split sum l", part_ml.numpy()[:, :, 1], l, rtol=1e-4)
+        check_within(name, "split values acc", part_acc.numpy(), acc, acc_scale, P_BF16_BOUND)
+        if merge == tk.FUSED.value:
+            ref.check_equal(name, "count", count.numpy(), np.full(batch, num_splits, dtype=np.int32))
+            check_within(name, "fused merge out", out.numpy(), expected_out, out_scale, P_BF16_BOUND)
+        else:
+            expected_out[0, 5] = np.nan
+            got = ref.bf16_values(bits_of(merged)).astype(np.float64)
+            check_within(name, "merged out (bf16)", got, expected_out, out_scale, P_BF16_BOUND + 2.0 ** -8)
+    return run
+
+
+CASES = [
+    Case("integer_ops", run_integer_ops, "int32/int16 VALU: mul_lo/hi, 24-bit mad/mul, 64-bit mad, shifts, bfe, "
+         "perm, bitop3, add3/or3/xad/and_or/lshl_*, min/max/med3, integer division (rcp_iflag, cvt u32/f32)"),
+    Case("float_ops", run_float_ops, "fp32 VALU: fma with neg modifiers, fmac, div_scale/fmas/fixup + rcp, exp, "
+         "max/min/med3, |abs| modifiers, compares (o/u/lg/eq/lt), cvt i32/u32 <-> f32, packed fp32"),
+    Case("masked_tail", run_masked_tail, "exec masking and bounds: a masked tail, stores past n dropped"),
+    Case("block_reduce", run_block_reduce, "whole-block reductions over 8 warps: DPP row_shr/row_bcast with "
+         "bound_ctrl, v_readlane, LDS between warps, int max/min"),
+    Case("tile_reduce", run_tile_reduce, "2-D reductions along each axis over 4 warps: DPP quad_perm/row_shl/row_shr "
+         "with bank masks, LDS"),
+    Case("to_fp8", run_to_fp8, "fp32 -> e4m3fn: v_cvt_scalef32_pk_fp8_f32 (op_sel), s_setreg (the clamp mode), RNE, "
+         "saturation, NaN"),
+    Case("float_conversions", run_float_conversions, "fp32 -> bf16 (v_cvt_pk_bf16_f32), fp16 -> fp32 "
+         "(v_cvt_f32_f16), bf16 -> fp32 (shifts)"),
+    Case("dot_bf16_16x16", _dot_case("dot_bf16_16x16", 16, 16, 64, 4), "v_mfma_f32_16x16x32_bf16, AGPR moves"),
+    Case("dot_bf16_16x16x16", _dot_case("dot_bf16_16x16x16", 16, 32, 16, 4), "v_mfma_f32_16x16x16_bf16 (K 16)"),
+    Case("dot_bf16_32x32", _dot_case("dot_bf16_32x32", 64, 64, 64, 4), "v_mfma_f32_32x32x16_bf16 (M, N >= 32)"),
+    Case("dot_bf16_trans_b", _dot_case("dot_bf16_trans_b", 32, 64, 64, 4, trans_b=True),
+         "transposed LDS read of B (ds_read_b64_tr_b16)"),
+    Case("dot_scaled_e4m3_e2m1_16", _dot_scaled_case("dot_scaled_e4m3_e2m1_16", 16, 64, 256, "e4m3", "e2m1", 4),
+         "v_mfma_scale_f32_16x16x128_f8f6f4 (cbsz/blgp, scale operands, op_sel), e4m3 x e2m1"),
+    Case("dot_scaled_e2m1_e2m1_16", _dot_scaled_case("dot_scaled_e2m1_e2m1_16", 16, 64, 256, "e2m1", "e2m1", 4),
+         "v_mfma_scale_f32_16x16x128_f8f6f4, e2m1 x e2m1"),
+    Case("dot_scaled_e4m3_e2m1_32", _dot_scaled_case("dot_scaled_e4m3_e2m1_32", 64, 64, 128, "e4m3", "e2m1", 4),
+         "v_mfma_scale_f32_32x32x64_f8f6f4, e4m3 x e2m1"),
+    Case("dot_scaled_e2m1_e2m1_32", _dot_scaled_case("dot_scaled_e2m1_e2m1_32", 64, 64, 128, "e2m1", "e2m1", 4),
+         "v_mfma_scale_f32_32x32x64_f8f6f4, e2m1 x e2m1"),
+    Case("dot_scaled_e2m1_bf16", run_dot_scaled_bf16, "fp4 -> bf16: v_cvt_scalef32_pk_bf16_fp4 (every op_sel) + "
+         "v_mfma_f32_16x16x32_bf16"),
+    Case("attention_scaled_64", _attention_case("attention_scaled_64", 64, 4, 1, tk.SCALED.value, tk.CVT_ASM.value,
+                                                tk.PARTIALS.value),
+         "split attention: dot_scaled e4m3 x e2m1 scores, online softmax (exp, max/sum across lanes), inline-asm "
+         "fp4 -> bf16 values, transposed bf16 dot, scalar split arithmetic, partials; then the merge kernel"),
+    Case("attention_scaled_64_pipelined", _attention_case("attention_scaled_64_pipelined", 64, 4, 2, tk.SCALED.value,
+                                                          tk.CVT_ASM.value, tk.FUSED.value),
+         "the same, software-pipelined (num_stages 2), the last program of a sequence merging (acq_rel atomic)"),
+    Case("attention_scaled_128", _attention_case("attention_scaled_128", 128, 8, 2, tk.SCALED.value, tk.CVT_ASM.value,
+                                                 tk.PARTIALS.value, merge_chunk=4, merge_dims=32),
+         "the same with 128-token tiles over 8 warps (AGPR accumulators, permlane swaps)"),
+    Case("attention_bf16_32", _attention_case("attention_bf16_32", 32, 4, 1, tk.BF16_SCORES.value, tk.CVT_ASM.value,
+                                              tk.FUSED.value),
+         "split attention with both products in bf16 from one converted tile (16x16x32 and 16x16x16 MFMA)"),
+    Case("attention_bf16_portable_16", _attention_case("attention_bf16_portable_16", 16, 4, 1, tk.BF16_SCORES.value,
+                                                       tk.CVT_PORTABLE.value, tk.PARTIALS.value, merge_chunk=4,
+                                                       merge_dims=32),
+         "the bf16 form with the e2m1 decode in integer and fp16 ops (v_cvt_f32_f16, 16-bit compares, SDWA)"),
+    Case("ticket", run_ticket, "atomics across programs: global_atomic_add returning the old value (v_mbcnt, "
+         "s_bcnt1), acq_rel fences (buffer_wbl2, buffer_inv), .cg loads"),
+]

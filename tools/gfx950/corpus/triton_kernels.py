@@ -1,0 +1,474 @@
+"""Standard-Triton kernels of the corpus (written for it; none is taken from submission.py).
+
+Self-contained (imports triton only): the gfx950 build imports this file by path under the
+runner's Triton 3.6.0, and tests/ import it under Triton's interpreter. Each kernel's
+docstring gives its pointer arguments' shapes and what one program computes; cases.py holds
+the numpy answers.
+"""
+import triton
+import triton.language as tl
+
+# rows of integer_ops_kernel's output, in order (cases.py computes the same list in numpy)
+INT_OPS = ("mul_add", "xor_ashr", "lshr", "bfe_u", "bfe_i", "byte_perm", "max", "min", "med3", "div", "rem",
+           "bitsel", "xor3", "and_xor", "int16_add", "int16_shl", "mad_u24", "mul_u24", "mul_i24", "add3", "or3",
+           "xad", "and_or", "lshl_add", "add_lshl", "lshl_or", "umulhi", "mul64_shr", "udiv", "bfrev_not", "popc")
+NUM_INT_OPS = tl.constexpr(len(INT_OPS))
+FLOAT_OPS = ("fma", "fms", "fnma", "div", "exp2", "max", "min", "clamp", "abs_max", "sub", "where_lt", "nan_to_zero",
+             "to_int", "from_int", "from_uint", "mul_add_pair", "rcp_scaled", "eq_select")
+NUM_FLOAT_OPS = tl.constexpr(len(FLOAT_OPS))
+
+
+# --- elementwise and bit operations ----------------------------------------------------------
+@triton.jit
+def integer_ops_kernel(a_ptr, b_ptr, c_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """a, b, c (n,) int32 (b != 0, never INT_MIN / -1); out (NUM_INT_OPS, n) int32: row k is INT_OPS[k] of
+    elements [pid BLOCK, + BLOCK), masked past n."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    a = tl.load(a_ptr + offs, mask=ok, other=1)
+    b = tl.load(b_ptr + offs, mask=ok, other=1)
+    c = tl.load(c_ptr + offs, mask=ok, other=1)
+    au = a.to(tl.uint32, bitcast=True)
+    bu = b.to(tl.uint32, bitcast=True)
+    cu = c.to(tl.uint32, bitcast=True)
+    a16 = a.to(tl.int16)
+    b16 = b.to(tl.int16)
+    wide = a.to(tl.int64) * b.to(tl.int64)
+    results = (
+        a * b + 12345,
+        a ^ (b >> 7),
+        (au >> 5).to(tl.int32, bitcast=True),
+        (a >> 3) & 0x3FF,
+        (a << 20) >> 26,
+        ((a & 0xFF) << 24) | (((a >> 8) & 0xFF) << 16) | (((b >> 16) & 0xFF) << 8) | ((b >> 24) & 0xFF),
+        tl.maximum(a, b),
+        tl.minimum(a, b),
+        tl.maximum(tl.minimum(a, b), tl.minimum(tl.maximum(a, b), c)),
+        a // b,
+        a % b,
+        (a & b) | (~a & c),
+        a ^ b ^ c,
+        (a & b) ^ c,
+        (a16 + b16).to(tl.int32),
+        (a16 << 3).to(tl.int32),
+        (a & 0xFFFF) * (b & 0xFFF) + c,
+        (a & 0xFFFF) * (b & 0xFF),
+        ((a << 8) >> 8) * ((b << 8) >> 8),
+        a + b + c,
+        a | b | c,
+        (a ^ b) + c,
+        (a & b) | c,
+        (a << 4) + b,
+        (a + b) << 3,
+        (a << 6) | (b & 63),
+        tl.umulhi(au, bu).to(tl.int32, bitcast=True),
+        (wide >> 17).to(tl.int32),
+        (au // ((bu >> 16) | 1)).to(tl.int32, bitcast=True),
+        ~(cu >> 1).to(tl.int32, bitcast=True),
+        ((au & 0xF0F0F0F0) >> 4).to(tl.int32, bitcast=True) + (au & 0x0F0F0F0F).to(tl.int32, bitcast=True),
+    )
+    for k in tl.static_range(NUM_INT_OPS):
+        tl.store(out_ptr + k * n + offs, results[k], mask=ok)
+
+
+@triton.jit
+def float_ops_kernel(x_ptr, y_ptr, z_ptr, i_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """x, y, z (n,) float32, i (n,) int32; out (NUM_FLOAT_OPS, n) float32: row k is FLOAT_OPS[k]."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    x = tl.load(x_ptr + offs, mask=ok, other=1.0)
+    y = tl.load(y_ptr + offs, mask=ok, other=1.0)
+    z = tl.load(z_ptr + offs, mask=ok, other=1.0)
+    i = tl.load(i_ptr + offs, mask=ok, other=1)
+    results = (
+        tl.fma(x, y, z),
+        tl.fma(x, y, -z),
+        tl.fma(-x, y, z),
+        x / y,
+        tl.exp2(z),
+        tl.maximum(x, y),
+        tl.minimum(x, y),
+        tl.minimum(tl.maximum(x, -1.5), 2.5),
+        tl.maximum(tl.abs(x), tl.abs(y)),
+        x - y,
+        tl.where(x < y, x, z),
+        tl.where(x != x, 0.0, x),
+        (x * 100.0).to(tl.int32).to(tl.float32),
+        i.to(tl.float32),
+        i.to(tl.uint32, bitcast=True).to(tl.float32),
+        x * 3.0 + y * 0.25,
+        1.0 / (y * 8.0),
+        tl.where(x == z, y, x),
+    )
+    for k in tl.static_range(NUM_FLOAT_OPS):
+        tl.store(out_ptr + k * n + offs, results[k], mask=ok)
+
+
+@triton.jit
+def masked_tail_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """x (n,) int32 -> out[:n] = (x * 1103515245 + 12345) ^ (x >> 7); out past n untouched."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    x = tl.load(x_ptr + offs, mask=ok)
+    tl.store(out_ptr + offs, (x * 1103515245 + 12345) ^ (x >> 7), mask=ok)
+
+
+# --- reductions ----------------------------------------------------------------------------------
+@triton.jit
+def block_reduce_kernel(x_ptr, i_ptr, out_ptr, out_i_ptr, n, BLOCK: tl.constexpr):
+    """One program: x (n,) float32, i (n,) int32 -> out (3,) = max, sum, max |x| of x; out_i (2,) = max, min of i
+    (n <= BLOCK, masked lanes neutral)."""
+    offs = tl.arange(0, BLOCK)
+    ok = offs < n
+    x = tl.load(x_ptr + offs, mask=ok, other=float("-inf"))
+    i = tl.load(i_ptr + offs, mask=ok, other=-(2**31))
+    tl.store(out_ptr, tl.max(x, axis=0))
+    tl.store(out_ptr + 1, tl.sum(tl.where(ok, x, 0.0), axis=0))
+    tl.store(out_ptr + 2, tl.max(tl.abs(tl.where(ok, x, 0.0)), axis=0))
+    tl.store(out_i_ptr, tl.max(i, axis=0))
+    tl.store(out_i_ptr + 1, tl.min(tl.where(ok, i, 2**31 - 1), axis=0))
+
+
+@triton.jit
+def tile_reduce_kernel(x_ptr, row_max_ptr, row_sum_ptr, col_max_ptr, col_sum_ptr, rows, cols, stride,
+                       ROWS: tl.constexpr, COLS: tl.constexpr):
+    """x (rows, cols) float32, row stride `stride`; one program: row_max / row_sum (rows,) over axis 1,
+    col_max / col_sum (cols,) over axis 0 (rows <= ROWS, cols <= COLS)."""
+    r = tl.arange(0, ROWS)
+    c = tl.arange(0, COLS)
+    ok = (r[:, None] < rows) & (c[None, :] < cols)
+    x = tl.load(x_ptr + r[:, None] * stride + c[None, :], mask=ok, other=0.0)
+    low = tl.where(ok, x, float("-inf"))
+    tl.store(row_max_ptr + r, tl.max(low, axis=1), mask=r < rows)
+    tl.store(row_sum_ptr + r, tl.sum(x, axis=1), mask=r < rows)
+    tl.store(col_max_ptr + c, tl.max(low, axis=0), mask=c < cols)
+    tl.store(col_sum_ptr + c, tl.sum(x, axis=0), mask=c < cols)
+
+
+# --- conversions -----------------------------------------------------------------------------------
+@triton.jit
+def to_fp8_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """x (n,) float32 -> out (n,) e4m3fn bytes: x.to(tl.float8e4nv)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    x = tl.load(x_ptr + offs, mask=ok)
+    tl.store(out_ptr + offs, x.to(tl.float8e4nv).to(tl.uint8, bitcast=True), mask=ok)
+
+
+@triton.jit
+def float_conversions_kernel(x_ptr, h_ptr, b_ptr, bf16_out_ptr, f32_from_fp16_ptr, f32_from_bf16_ptr, n,
+                             BLOCK: tl.constexpr):
+    """x (n,) float32, h (n,) fp16, b (n,) bf16 -> bf16_out = x.to(bf16) (RNE), f32_from_fp16 = h.to(float32),
+    f32_from_bf16 = b.to(float32) (exact)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    tl.store(bf16_out_ptr + offs, tl.load(x_ptr + offs, mask=ok).to(tl.bfloat16), mask=ok)
+    tl.store(f32_from_fp16_ptr + offs, tl.load(h_ptr + offs, mask=ok).to(tl.float32), mask=ok)
+    tl.store(f32_from_bf16_ptr + offs, tl.load(b_ptr + offs, mask=ok).to(tl.float32), mask=ok)
+
+
+# --- matrix products -------------------------------------------------------------------------------
+@triton.jit
+def dot_kernel(a_ptr, b_ptr, c_ptr, out_ptr, stride_am, stride_ak, stride_bk, stride_bn, M: tl.constexpr,
+               N: tl.constexpr, K: tl.constexpr, TRANS_B: tl.constexpr):
+    """One program: out (M, N) float32 = a (M, K) @ b (K, N) + c (M, N); a, b bf16 with the given strides.
+    TRANS_B: b is read as tl.trans of an (N, K) tile (b's strides still index b[k, n])."""
+    m = tl.arange(0, M)
+    n = tl.arange(0, N)
+    k = tl.arange(0, K)
+    a = tl.load(a_ptr + m[:, None] * stride_am + k[None, :] * stride_ak)
+    if TRANS_B:
+        b = tl.trans(tl.load(b_ptr + n[:, None] * stride_bn + k[None, :] * stride_bk))
+    else:
+        b = tl.load(b_ptr + k[:, None] * stride_bk + n[None, :] * stride_bn)
+    c = tl.load(c_ptr + m[:, None] * N + n[None, :])
+    tl.store(out_ptr + m[:, None] * N + n[None, :], tl.dot(a, b, c))
+
+
+@triton.jit
+def dot_scaled_kernel(a_ptr, a_scale_ptr, b_ptr, b_scale_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr,
+                      K: tl.constexpr, A_FORMAT: tl.constexpr, B_FORMAT: tl.constexpr):
+    """One program: out (M, N) float32 = (a * 2^a_scale) @ (b * 2^b_scale) by tl.dot_scaled.
+    a: (M, K) e4m3 bytes or (M, K / 2) e2m1 pairs (low nibble: even k); a_scale (M, K / 32) e8m0.
+    b: (N, K / 2) e2m1 pairs or (N, K) e4m3 bytes, row n holding column n of the product (read through
+    tl.trans, as a K-major B); b_scale (N, K / 32) e8m0. A_FORMAT / B_FORMAT: "e4m3" or "e2m1"."""
+    A_K: tl.constexpr = K // 2 if A_FORMAT == "e2m1" else K
+    B_K: tl.constexpr = K // 2 if B_FORMAT == "e2m1" else K
+    m = tl.arange(0, M)
+    n = tl.arange(0, N)
+    blocks = tl.arange(0, K // 32)
+    a = tl.load(a_ptr + m[:, None] * A_K + tl.arange(0, A_K)[None, :])
+    b = tl.load(b_ptr + n[:, None] * B_K + tl.arange(0, B_K)[None, :])
+    a_scale = tl.load(a_scale_ptr + m[:, None] * (K // 32) + blocks[None, :])
+    b_scale = tl.load(b_scale_ptr + n[:, None] * (K // 32) + blocks[None, :])
+    out = tl.dot_scaled(a, a_scale, A_FORMAT, tl.trans(b), b_scale, B_FORMAT)
+    tl.store(out_ptr + m[:, None] * N + n[None, :], out)
+
+
+@triton.jit
+def dot_scaled_bf16_kernel(a_ptr, a_scale_ptr, b_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    """One program: out (M, N) float32 = (a * 2^a_scale) @ b with a (M, K / 2) e2m1 pairs, a_scale (M, K / 32) e8m0,
+    b (K, N) bf16: tl.dot_scaled(a, a_scale, "e2m1", b, None, "bf16") (the e2m1 side is upcast to bf16)."""
+    m = tl.arange(0, M)
+    n = tl.arange(0, N)
+    a = tl.load(a_ptr + m[:, None] * (K // 2) + tl.arange(0, K // 2)[None, :])
+    a_scale = tl.load(a_scale_ptr + m[:, None] * (K // 32) + tl.arange(0, K // 32)[None, :])
+    b = tl.load(b_ptr + tl.arange(0, K)[:, None] * N + n[None, :])
+    tl.store(out_ptr + m[:, None] * N + n[None, :], tl.dot_scaled(a, a_scale, "e2m1", b, None, "bf16"))
+
+
+# --- atomics -----------------------------------------------------------------------------------------
+@triton.jit
+def ticket_kernel(x_ptr, partial_ptr, ticket_ptr, counter_ptr, total_ptr, BLOCK: tl.constexpr):
+    """Program p sums x[p BLOCK : + BLOCK] (float32) into partial[p], then takes a ticket: ticket[p] = the counter's
+    old value (tl.atomic_add, acq_rel); the program that draws the last ticket (num_programs - 1) sums all
+    partials into total[0]. counter (1,) int32 starts at 0."""
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    partial = tl.sum(tl.load(x_ptr + pid * BLOCK + tl.arange(0, BLOCK)), axis=0)
+    tl.store(partial_ptr + pid, partial)
+    tl.debug_barrier()
+    ticket = tl.atomic_add(counter_ptr, 1, sem="acq_rel", scope="gpu")
+    tl.store(ticket_ptr + pid, ticket)
+    if ticket == programs - 1:
+        offs = tl.arange(0, BLOCK)
+        total = tl.zeros([BLOCK], tl.float32)
+        for first in range(0, programs, BLOCK):
+            total += tl.load(partial_ptr + first + offs, mask=first + offs < programs, other=0.0, cache_modifier=".cg")
+        tl.store(total_ptr, tl.sum(total, axis=0))
+
+
+# --- a small split attention (online softmax over KV tiles, e2m1 KV, partials merged) ---------------
+# Shapes: 16 heads; a KV row holds 128 dims as e2m1 pairs (64 bytes; the low nibble is the even dim) with one
+# e8m0 scale per 32 dims; the values are the row's first 64 dims. SCORES picks how the scores are formed,
+# CONVERT how e2m1 codes become bf16, MERGE how a sequence's splits become its output.
+HEADS = tl.constexpr(16)
+QK_DIMS = tl.constexpr(128)
+V_DIMS = tl.constexpr(64)
+SCALED, BF16_SCORES = tl.constexpr(0), tl.constexpr(1)   # SCORES: tl.dot_scaled e4m3 x e2m1 | bf16 tl.dot
+CVT_ASM, CVT_PORTABLE = tl.constexpr(0), tl.constexpr(1)  # CONVERT: v_cvt_scalef32_pk_bf16_fp4 | integer/fp16 ops
+PARTIALS, FUSED = tl.constexpr(0), tl.constexpr(1)        # MERGE: partials only | the last program merges too
+# byte b of word $4 -> bf16 pair $b (low nibble in the low half) times the float32 scale $5
+E2M1_PAIRS_ASM = tl.constexpr("""
+        v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5
+        v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]
+        v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]
+        v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]
+        """)
+
+
+@triton.jit
+def _split_rows(kv_indptr_ptr, total_kv, num_splits, BLOCK_N: tl.constexpr):
+    """This program's KV rows [lo, hi) (whole tiles per split, the last split short) and where its full tiles end."""
+    seq = tl.program_id(1)
+    start = tl.load(kv_indptr_ptr + seq)
+    end = tl.minimum(tl.load(kv_indptr_ptr + seq + 1), total_kv)
+    tiles_per_split = tl.cdiv(tl.cdiv(tl.maximum(end - start, 0), BLOCK_N), num_splits)
+    lo = start + tl.program_id(0) * tiles_per_split * BLOCK_N
+    hi = tl.minimum(lo + tiles_per_split * BLOCK_N, end)
+    full_end = lo + tl.maximum(hi - lo, 0) // BLOCK_N * BLOCK_N
+    return seq, lo, full_end, hi
+
+
+@triton.jit
+def _e2m1_to_bf16(words, scale_bytes, ROWS: tl.constexpr, WORDS: tl.constexpr, CONVERT: tl.constexpr):
+    """words (ROWS, WORDS) int32 (code q of word j: dim 8j + q, bits 4q..4q+3), scale_bytes (ROWS, WORDS / 4) int32
+    e8m0 -> (ROWS, 8 WORDS) bf16 values in dim order (code value x 2^(scale - 127), exact)."""
+    exponent_field = tl.reshape(tl.broadcast_to((scale_bytes << 23)[:, :, None], (ROWS, WORDS // 4, 4)), (ROWS, WORDS))
+    if CONVERT == CVT_ASM:
+        p0, p1, p2, p3 = tl.inline_asm_elementwise(
+            asm=E2M1_PAIRS_ASM, constraints="=&v,=&v,=&v,=v,v,v",
+            args=[words, exponent_field.to(tl.float32, bitcast=True)],
+            dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=True, pack=1)
+        low0, high0 = p0.to(tl.int16).to(tl.bfloat16, bitcast=True), (p0 >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
+        low1, high1 = p1.to(tl.int16).to(tl.bfloat16, bitcast=True), (p1 >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
+        low2, high2 = p2.to(tl.int16).to(tl.bfloat16, bitcast=True), (p2 >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
+        low3, high3 = p3.to(tl.int16).to(tl.bfloat16, bitcast=True), (p3 >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
+    else:
+        # code sxyz as the fp16 s00xyz000000000 = value x 2^-14, then x 2^14 x scale (exact in float32 and bf16)
+        scale = exponent_field.to(tl.float32, bitcast=True) * 16384.0
+        low0 = _e2m1_nibble(words, 0, scale)
+        high0 = _e2m1_nibble(words, 4, scale)
+        low1 = _e2m1_nibble(words, 8, scale)
+        high1 = _e2m1_nibble(words, 12, scale)
+        low2 = _e2m1_nibble(words, 16, scale)
+        high2 = _e2m1_nibble(words, 20, scale)
+        low3 = _e2m1_nibble(words, 24, scale)
+        high3 = _e2m1_nibble(words, 28, scale)
+    # nested joins put the outermost join's index last: (byte bit 1, byte bit 0, nibble) -> dim 8j + 2 byte + nibble
+    lows = tl.join(tl.join(low0, low2), tl.join(low1, low3))
+    highs = tl.join(tl.join(high0, high2), tl.join(high1, high3))
+    return tl.reshape(tl.join(lows, highs), (ROWS, 8 * WORDS))
+
+
+@triton.jit
+def _e2m1_nibble(words, SHIFT: tl.constexpr, scale):
+    code = (words >> SHIFT) & 0xF
+    half = (((code & 0x7) << 9) | ((code & 0x8) << 12)).to(tl.int16).to(tl.float16, bitcast=True)
+    return (half.to(tl.float32) * scale).to(tl.bfloat16)
+
+
+@triton.jit
+def _kv_tile(kv_ptr, kv_words_ptr, scale_ptr, tile_start, hi, kv_row_bytes, scale_row_stride,
+             BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
+    """Rows [tile_start, + BLOCK_N) of the KV cache: (codes (BLOCK_N, 64) uint8, words (BLOCK_N, 16) int32, scale bytes
+    (BLOCK_N, 4) int32); rows past hi read 0 when MASKED."""
+    rows = tile_start + tl.arange(0, BLOCK_N)
+    ok = (rows < hi)[:, None]
+    code_offs = rows.to(tl.int64)[:, None] * kv_row_bytes + tl.arange(0, QK_DIMS // 2)[None, :]
+    word_offs = rows[:, None] * (kv_row_bytes // 4) + tl.arange(0, QK_DIMS // 8)[None, :]
+    scale_offs = rows.to(tl.int64)[:, None] * scale_row_stride + tl.arange(0, QK_DIMS // 32)[None, :]
+    if MASKED:
+        codes = tl.load(kv_ptr + code_offs, mask=ok, other=0)
+        words = tl.load(kv_words_ptr + word_offs, mask=ok, other=0)
+        scales = tl.load(scale_ptr + scale_offs, mask=ok, other=127)
+    else:
+        codes = tl.load(kv_ptr + code_offs)
+        words = tl.load(kv_words_ptr + word_offs)
+        scales = tl.load(scale_ptr + scale_offs)
+    return codes, words, scales.to(tl.int32)
+
+
+@triton.jit
+def _attention_tile(q_ops, kv_ptr, kv_words_ptr, scale_ptr, tile_start, hi, kv_row_bytes, scale_row_stride,
+                    qk_scale_log2, m_i, l_i, acc, BLOCK_N: tl.constexpr, SCORES: tl.constexpr,
+                    CONVERT: tl.constexpr, MASKED: tl.constexpr):
+    """One tile of online softmax: scores (16, BLOCK_N), m_i / l_i (16,) running max and sum, acc the values' running
+    sum ((64, 16) transposed for SCALED, (16, 64) for BF16_SCORES)."""
+    codes, words, scales = _kv_tile(kv_ptr, kv_words_ptr, scale_ptr, tile_start, hi, kv_row_bytes, scale_row_stride,
+                                    BLOCK_N, MASKED)
+    q8, qs, q_nope, q_rope = q_ops
+    if SCORES == SCALED:
+        scores = tl.dot_scaled(q8, qs, "e4m3", tl.trans(codes), scales.to(tl.uint8), "e2m1")
+    else:
+        k = _e2m1_to_bf16(words, scales, BLOCK_N, QK_DIMS // 8, CONVERT)
+        k_nope, k_rope = tl.split(tl.permute(tl.reshape(k, (BLOCK_N, 2, V_DIMS)), (0, 2, 1)))
+        scores = tl.dot(q_rope, tl.trans(k_rope), tl.dot(q_nope, tl.trans(k_nope)))
+    if MASKED:
+        scores = tl.where((tile_start + tl.arange(0, BLOCK_N) < hi)[None, :], scores, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(scores, axis=1))
+    alpha = tl.exp2((m_i - m_new) * qk_scale_log2)
+    p = tl.exp2(scores * qk_scale_log2 - (m_new * qk_scale_log2)[:, None])
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    if SCORES == SCALED:
+        v_words = tl.split(tl.permute(tl.reshape(words, (BLOCK_N, 2, V_DIMS // 8)), (0, 2, 1)))[0]  # words 0..7
+        v_scales = tl.split(tl.permute(tl.reshape(scales, (BLOCK_N, 2, 2)), (0, 2, 1)))[0]  # blocks 0, 1
+        v = _e2m1_to_bf16(v_words, v_scales, BLOCK_N, V_DIMS // 8, CONVERT)
+        acc = tl.dot(tl.trans(v), tl.trans(p.to(tl.bfloat16)), acc * alpha[None, :])
+    else:
+        acc = tl.dot(p.to(tl.bfloat16), k_nope, acc * alpha[:, None])
+    return m_new, l_i, acc
+
+
+@triton.jit
+def _acc_offsets(SCORES: tl.constexpr):
+    """Element offsets of a (16, 64) head x dim block in the accumulator's layout."""
+    if SCORES == SCALED:
+        offs = tl.arange(0, HEADS)[None, :] * V_DIMS + tl.arange(0, V_DIMS)[:, None]
+    else:
+        offs = tl.arange(0, HEADS)[:, None] * V_DIMS + tl.arange(0, V_DIMS)[None, :]
+    return offs
+
+
+@triton.jit(do_not_specialize=["total_kv", "num_splits"])
+def split_attention_kernel(q8_ptr, qs_ptr, qb_ptr, kv_ptr, kv_words_ptr, scale_ptr, kv_indptr_ptr, part_acc_ptr,
+                           part_ml_ptr, count_ptr, out_ptr, total_kv, num_splits, kv_row_bytes, scale_row_stride,
+                           qk_scale_log2, BLOCK_N: tl.constexpr, SCORES: tl.constexpr, CONVERT: tl.constexpr,
+                           MERGE: tl.constexpr):
+    """Program (s, b) of grid (num_splits, batch): split s of sequence b's KV rows [kv_indptr[b], kv_indptr[b + 1]),
+    in whole BLOCK_N tiles per split (_split_rows), unmasked full tiles then a masked tail.
+
+    q8_ptr       (batch, 16, 128) e4m3 bytes, qs_ptr (batch, 16, 4) e8m0: Q for SCALED
+    qb_ptr       (batch, 16, 128) bf16: the same Q's values for BF16_SCORES
+    kv_ptr       (total_kv, kv_row_bytes) bytes: 128 e2m1 codes in pairs (bytes 0..63); kv_words_ptr the same as int32
+    scale_ptr    (total_kv, scale_row_stride) e8m0: byte j scales dims 32j..32j+31 (row < total_kv)
+    kv_indptr    (batch + 1,) int32
+    part_acc     (batch, num_splits, 16, 64) float32: sum over the split's rows of p v (p = 2^((s - m) qk_scale_log2),
+                 rounded to bf16; v = the row's dims 0..63); part_ml (batch, num_splits, 2, 16): m (the split's raw max
+                 score, -inf if empty), l (sum of p)
+    count_ptr    (batch,) int32 from 0 (FUSED): the program drawing ticket num_splits - 1 merges the sequence's splits
+                 into out (batch, 16, 64) float32 = sum p v / sum p over the whole sequence (0 when empty)"""
+    seq, lo, full_end, hi = _split_rows(kv_indptr_ptr, total_kv, num_splits, BLOCK_N)
+    heads = tl.arange(0, HEADS)
+    dims = tl.arange(0, QK_DIMS)
+    if SCORES == SCALED:
+        q8 = tl.load(q8_ptr + seq * (HEADS * QK_DIMS) + heads[:, None] * QK_DIMS + dims[None, :])
+        qs = tl.load(qs_ptr + seq * (HEADS * QK_DIMS // 32) + heads[:, None] * (QK_DIMS // 32)
+                     + tl.arange(0, QK_DIMS // 32)[None, :])
+        q_ops = (q8, qs, None, None)
+        acc = tl.zeros([V_DIMS, HEADS], tl.float32)
+    else:
+        q_rows = qb_ptr + seq * (HEADS * QK_DIMS) + heads[:, None] * QK_DIMS
+        q_ops = (None, None, tl.load(q_rows + tl.arange(0, V_DIMS)[None, :]),
+                 tl.load(q_rows + V_DIMS + tl.arange(0, V_DIMS)[None, :]))
+        acc = tl.zeros([HEADS, V_DIMS], tl.float32)
+    m_i = tl.full([HEADS], float("-inf"), tl.float32)
+    l_i = tl.zeros([HEADS], tl.float32)
+    for tile_start in range(lo, full_end, BLOCK_N):
+        m_i, l_i, acc = _attention_tile(q_ops, kv_ptr, kv_words_ptr, scale_ptr, tile_start, hi, kv_row_bytes,
+                                        scale_row_stride, qk_scale_log2, m_i, l_i, acc, BLOCK_N, SCORES, CONVERT, False)
+    tail = tl.maximum(full_end, lo)
+    if tail < hi:
+        m_i, l_i, acc = _attention_tile(q_ops, kv_ptr, kv_words_ptr, scale_ptr, tail, hi, kv_row_bytes,
+                                        scale_row_stride, qk_scale_log2, m_i, l_i, acc, BLOCK_N, SCORES, CONVERT, True)
+    part = seq * num_splits + tl.program_id(0)
+    tl.store(part_acc_ptr + part * (HEADS * V_DIMS) + _acc_offsets(SCORES), acc)
+    tl.store(part_ml_ptr + part * (2 * HEADS) + heads, m_i)
+    tl.store(part_ml_ptr + part * (2 * HEADS) + HEADS + heads, l_i)
+    if MERGE == FUSED:
+        tl.debug_barrier()
+        if tl.atomic_add(count_ptr + seq, 1, sem="acq_rel", scope="gpu") == num_splits - 1:
+            m_run = tl.full([HEADS], float("-inf"), tl.float32)
+            l_run = tl.zeros([HEADS], tl.float32)
+            acc_run = tl.zeros([HEADS, V_DIMS], tl.float32)
+            for split in range(0, num_splits):
+                row = (seq * num_splits + split) * (2 * HEADS)
+                m = tl.load(part_ml_ptr + row + heads, cache_modifier=".cg")
+                l = tl.load(part_ml_ptr + row + HEADS + heads, cache_modifier=".cg")
+                part_acc = tl.load(part_acc_ptr + (seq * num_splits + split) * (HEADS * V_DIMS)
+                                   + heads[:, None] * V_DIMS + tl.arange(0, V_DIMS)[None, :], cache_modifier=".cg")
+                m_new = tl.maximum(m_run, m)
+                m_ref = tl.where(m_new > float("-inf"), m_new, 0.0)
+                run_weight = tl.exp2((m_run - m_ref) * qk_scale_log2)
+                weight = tl.exp2((m - m_ref) * qk_scale_log2)
+                acc_run = acc_run * run_weight[:, None] + part_acc * weight[:, None]
+                l_run = l_run * run_weight + l * weight
+                m_run = m_new
+            norm = tl.where(l_run > 0, 1.0 / l_run, 0.0)
+            tl.store(out_ptr + seq * (HEADS * V_DIMS) + heads[:, None] * V_DIMS + tl.arange(0, V_DIMS)[None, :],
+                     acc_run * norm[:, None])
+
+
+@triton.jit(do_not_specialize=["num_splits"])
+def merge_partials_kernel(out_ptr, part_acc_ptr, part_ml_ptr, num_splits, qk_scale_log2, CHUNK: tl.constexpr,
+                          DIMS: tl.constexpr):
+    """Program (b, h, d) of grid (batch, 16, 64 / DIMS): out[b, h, d DIMS : + DIMS] (bf16) = sum_s 2^((m_s - M) c)
+    acc_s / sum_s 2^((m_s - M) c) l_s over the splits s of sequence b (M their max, c = qk_scale_log2), CHUNK splits
+    per step; NaN when a split's m is NaN (an invalid split), 0 when every split is empty. part_acc (batch,
+    num_splits, 16, 64) float32, part_ml (batch, num_splits, 2, 16) float32 (m then l)."""
+    seq = tl.program_id(0)
+    head = tl.program_id(1)
+    dims = tl.program_id(2) * DIMS + tl.arange(0, DIMS)
+    m_run = float("-inf")
+    l_run = 0.0
+    acc_run = tl.zeros([DIMS], tl.float32)
+    invalid = 0
+    for first in range(0, num_splits, CHUNK):
+        splits = first + tl.arange(0, CHUNK)
+        real = splits < num_splits
+        part = seq * num_splits + splits
+        m = tl.load(part_ml_ptr + part * (2 * HEADS) + head, mask=real, other=float("-inf"))
+        l = tl.load(part_ml_ptr + part * (2 * HEADS) + HEADS + head, mask=real, other=0.0)
+        acc = tl.load(part_acc_ptr + (part[:, None] * HEADS + head) * V_DIMS + dims[None, :], mask=real[:, None],
+                      other=0.0)
+        invalid = tl.maximum(invalid, tl.max((m != m).to(tl.int32), axis=0))
+        m = tl.where(m != m, float("-inf"), m)
+        m_new = tl.maximum(m_run, tl.max(m, axis=0))
+        m_ref = tl.where(m_new > float("-inf"), m_new, 0.0)
+        run_weight = tl.exp2((m_run - m_ref) * qk_scale_log2)
+        weight = tl.exp2((m - m_ref) * qk_scale_log2)
+        acc_run = acc_run * run_weight + tl.sum(acc * weight[:, None], axis=0)
+        l_run = l_run * run_weight + tl.sum(l * weight, axis=0)
+        m_run = m_new
+    out = tl.where(invalid > 0, float("nan"), tl.where(l_run > 0, acc_run / l_run, 0.0))
+    tl.store(out_ptr + (seq * HEADS + head) * V_DIMS + dims, out.to(tl.bfloat16))
