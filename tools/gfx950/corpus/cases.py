@@ -179,20 +179,21 @@ def run_masked_tail(launch, rng):
 
 # --- reductions ------------------------------------------------------------------------------------
 def run_block_reduce(launch, rng):
-    """Max, sum, max |x| of 1000 floats and max/min of 1000 ints across all 8 warps of one program (BLOCK 1024:
+    """Max, sum, max |x| of 1000 floats and max/min/sum of 1000 ints across all 8 warps of one program (BLOCK 1024:
     DPP row shifts and broadcasts, readlane, LDS between warps)."""
     n = 1000
     x = (rng.standard_normal(n) * 10).astype(np.float32)
     x[rng.integers(0, n)] = -123.5  # the largest magnitude is negative
     i = rng.integers(-10 ** 9, 10 ** 9, n).astype(np.int32)
     out = tensor(np.zeros(3, dtype=np.float32))
-    out_i = tensor(np.zeros(2, dtype=np.int32))
+    out_i = tensor(np.zeros(3, dtype=np.int32))
     launch(tk.block_reduce_kernel, (1,), tensor(x), tensor(i), out, out_i, n, BLOCK=1024, num_warps=8)
     got = out.numpy()
     ref.check_equal("block_reduce", "max", got[0], x.max())
     ref.check_close("block_reduce", "sum", got[1], x.astype(np.float64).sum(), rtol=1e-5, atol=1e-3)
     ref.check_equal("block_reduce", "max |x|", got[2], np.abs(x).max())
-    ref.check_equal("block_reduce", "int max, min", out_i.numpy(), np.array([i.max(), i.min()]))
+    ref.check_equal("block_reduce", "int max, min, sum", out_i.numpy(),
+                    np.array([i.max(), i.min(), wrap32(i.astype(np.int64).sum())], dtype=np.int32))
 
 
 def run_tile_reduce(launch, rng):
@@ -328,40 +329,114 @@ def run_ticket(launch, rng):
     ref.check_close("ticket", "total", total.numpy(), np.array([sums.sum()]), rtol=1e-5, atol=1e-4)
 
 
+# --- quantization ----------------------------------------------------------------------------------------
+def e4m3_blocks_reference(x):
+    """(codes, scale bytes) of triton_kernels._e4m3_blocks' rule from its definition: per 32-block the least e in
+    [-126, 127] with max |x| / 2^e <= 448 (amax = f 2^E, f in [1, 2): e = E - 8, + 1 if f > 1.75; amax 0 or an fp32
+    denormal: -126), codes = e4m3(x / 2^e), nearest even."""
+    rows, cols = x.shape
+    blocks = x.astype(np.float64).reshape(rows, cols // 32, 32)
+    amax = np.abs(blocks).max(axis=2)
+    fraction, exponent = np.frexp(amax)  # amax = fraction 2^exponent, fraction in [0.5, 1)
+    e = np.where(amax > 0, exponent - 1 - 8 + (2 * fraction > 1.75), -126)
+    e = np.clip(e, -126, 127)
+    codes = ref.e4m3_codes(blocks * np.ldexp(1.0, -e)[:, :, None])
+    return codes.reshape(rows, cols), (e + 127).astype(np.uint8)
+
+
+def run_quantize_blocks(launch, rng):
+    """Per-32-block e4m3 quantization over 3 programs of 16 rows (a masked tail of 13): exact codes and scale bytes;
+    blocks of zeros, fp32 denormals, huge values, an amax of exactly 1.75 x 2^E and one just above, negative zeros."""
+    rows, cols = 45, 128
+    x = (rng.standard_normal((rows, cols)) * np.exp2(rng.integers(-20, 20, (rows, 1)))).astype(np.float32)
+    x[0, :32] = 0.0
+    x[0, 32:64] = -0.0
+    x[1, :32] = np.float32(1e-39) * rng.standard_normal(32).astype(np.float32)
+    x[1, 32:64] *= np.float32(1e30)
+    x[2, :32] = np.float32(1.75 * 2 ** 5) * rng.uniform(-1, 1, 32).astype(np.float32)
+    x[2, 5] = np.float32(1.75 * 2 ** 5)
+    x[2, 32:64] = np.float32(0.5) * rng.uniform(-1, 1, 32).astype(np.float32)
+    x[2, 40] = np.nextafter(np.float32(1.75), np.float32(2))
+    q = tensor(np.zeros((rows + 3, cols), dtype=np.uint8))
+    scale = tensor(np.zeros((rows + 3, cols // 32), dtype=np.uint8))
+    launch(tk.quantize_blocks_kernel, (triton_cdiv(rows, 16),), tensor(x), q, scale, rows, COLS=cols, ROWS=16,
+           num_warps=4)
+    codes, scale_bytes = e4m3_blocks_reference(x)
+    ref.check_equal("quantize_blocks", "scale bytes", scale.numpy()[:rows], scale_bytes)
+    ref.check_equal("quantize_blocks", "e4m3 codes", q.numpy()[:rows], codes)
+    ref.check_equal("quantize_blocks", "rows past the end", q.numpy()[rows:], np.zeros((3, cols), dtype=np.uint8))
+
+
+def quantize_tensor_reference(x_bits):
+    """(codes, scale) of quantize_tensor_kernel in float32 numpy, each step rounded as the kernel rounds it."""
+    x = ref.bf16_values(x_bits)
+    amax = np.abs(x).max()
+    scale = ref.bf16_values(ref.bf16_bits(np.float32(max(amax, np.float32(2.0 ** -40))) / np.float32(448.0)))
+    inverse = np.float32(1.0) / scale
+    ratio = np.clip(ref.bf16_values(ref.bf16_bits(x * inverse)), -448.0, 448.0)
+    return ref.e4m3_codes(ratio), scale
+
+
+def _quantize_tensor_case(name, tokens, rows_per_program, num_warps, two_pass):
+    def run(launch, rng):
+        heads, cols = 16, 128
+        bits = ref.bf16_bits((rng.standard_normal((tokens, heads, cols)) * 3).astype(np.float32))
+        bits[0, 0, :4] = [0x8000, 0x0001, 0x3F80, 0xC2F6]  # -0, a bf16 denormal, 1, -123
+        x = np.zeros((tokens, heads + 1, cols + 32), dtype=np.uint16)  # padded strides
+        x[:, :heads, :cols] = bits
+        x_t = tensor(x).view(torch.bfloat16)
+        programs = triton_cdiv(tokens * heads, rows_per_program)
+        partials = tensor(np.full(programs, -1.0, dtype=np.float32))
+        q = tensor(np.zeros((tokens, heads, cols), dtype=np.uint8))
+        scale = tensor(np.zeros(1, dtype=np.float32))
+        args = (x_t, partials, q, scale, tokens, programs, (heads + 1) * (cols + 32), cols + 32)
+        options = dict(HEADS=heads, COLS=cols, ROWS=rows_per_program, num_warps=num_warps)
+        if two_pass:
+            launch(tk.quantize_tensor_kernel, (programs,), *args, PASS=tk.AMAX_PASS.value, **options)
+            launch(tk.quantize_tensor_kernel, (programs,), *args, PASS=tk.QUANTIZE_PASS.value, **options)
+        else:
+            launch(tk.quantize_tensor_kernel, (1,), *args, PASS=tk.ONE_PASS.value, **options)
+        codes, expected_scale = quantize_tensor_reference(bits)
+        ref.check_equal(name, "scale", scale.numpy(), np.array([expected_scale], dtype=np.float32))
+        ref.check_equal(name, "e4m3 codes", q.numpy(), codes)
+        if two_pass:
+            amax = np.abs(ref.bf16_values(bits)).reshape(programs, -1).max(axis=1)
+            ref.check_equal(name, "partial amax", partials.numpy(), amax)
+    return run
+
+
 # --- a small split attention ------------------------------------------------------------------------------
 ATTENTION_LOG2 = 0.1 * np.log2(np.e)  # qk_scale_log2: scores x this are base-2 exponents
+QK_DIMS, NOPE_DIMS = 160, 128
+KV_ROW_BYTES, SCALE_ROW_BYTES = 96, 6
 
 
 def exact_q(rng, batch):
-    """(e4m3 bytes (batch, 16, 128), e8m0 bytes (batch, 16, 4), float64 values) of a Q whose products with
-    _exact_kv's values and every partial sum of 128 of them are exact in float32 (values multiples of 2^-6 below 8,
-    K multiples of 2^-3 up to 12: sums below 2^14 in steps of 2^-9), so scores do not depend on the order of
-    accumulation. Exponent fields 5..9 (2^-2 .. 7.5), scales 2^-1 or 1, both varying per 32-block."""
-    exponent = rng.integers(5, 10, (batch, 16, 128))
-    codes = (rng.integers(0, 2, (batch, 16, 128)) << 7) | (exponent << 3) | rng.integers(0, 8, (batch, 16, 128))
-    scales = rng.integers(126, 128, (batch, 16, 4)).astype(np.uint8)
-    values = ref.e4m3_values(codes) * np.repeat(ref.e8m0_values(scales), 32, axis=2)
-    return codes.astype(np.uint8), scales, values
+    """(bf16 bits, float64 values) of a (batch, 16, 160) Q whose values are e4m3 values times 2^-1 or 1 with exponent
+    fields 5..9 (2^-3 .. 7.5, multiples of 2^-6): every product with exact_kv's K and every partial sum of 160 of
+    them is exact in float32 (sums below 2^14 in steps of 2^-9), so the scores do not depend on the order of
+    accumulation, and the kernel's own block quantization of it loses nothing."""
+    shape = (batch, 16, QK_DIMS)
+    codes = (rng.integers(0, 2, shape) << 7) | (rng.integers(5, 10, shape) << 3) | rng.integers(0, 8, shape)
+    values = ref.e4m3_values(codes) * np.exp2(-rng.integers(0, 2, shape))
+    return ref.bf16_bits(values.astype(np.float32)), values
 
 
-def exact_kv(rng, total_kv, row_bytes, scale_stride):
-    """(codes (total_kv, row_bytes) uint8: 64 bytes of e2m1 pairs then padding, scales (total_kv, scale_stride) e8m0
-    with 2^-2..2^1 in bytes 0..3, float64 values (total_kv, 128))."""
-    codes = rng.integers(0, 256, (total_kv, row_bytes), dtype=np.uint8)
-    scales = rng.integers(0, 256, (total_kv, scale_stride), dtype=np.uint8)  # padding: anything
-    scales[:, :4] = rng.integers(125, 129, (total_kv, 4))
-    values = ref.unpack_e2m1(codes[:, :64], axis=1) * np.repeat(ref.e8m0_values(scales[:, :4]), 32, axis=1)
+def exact_kv(rng, total_kv):
+    """(codes (total_kv, 96) uint8: 80 bytes of e2m1 pairs then padding, scales (total_kv, 6) e8m0 with 2^-2..2^1 in
+    bytes 0..4, float64 values (total_kv, 160))."""
+    codes = rng.integers(0, 256, (total_kv, KV_ROW_BYTES), dtype=np.uint8)
+    scales = rng.integers(0, 256, (total_kv, SCALE_ROW_BYTES), dtype=np.uint8)  # the padding: anything
+    scales[:, :5] = rng.integers(125, 129, (total_kv, 5))
+    values = ref.unpack_e2m1(codes[:, :80], axis=1) * np.repeat(ref.e8m0_values(scales[:, :5]), 32, axis=1)
     return codes, scales, values
 
 
 def split_bounds(start, end, num_splits, block_n):
     """[(lo, hi)] of each split of rows [start, end): whole tiles per split, the last short (or empty)."""
-    tiles_per_split = -(-(-(-(end - start) // block_n)) // num_splits)
-    bounds = []
-    for split in range(num_splits):
-        lo = start + split * tiles_per_split * block_n
-        bounds.append((lo, min(lo + tiles_per_split * block_n, end)))
-    return bounds
+    tiles_per_split = triton_cdiv(triton_cdiv(end - start, block_n), num_splits)
+    return [(start + split * tiles_per_split * block_n, min(start + (split + 1) * tiles_per_split * block_n, end))
+            for split in range(num_splits)]
 
 
 def attention_reference(q_values, k_values, indptr, num_splits, block_n):
@@ -369,26 +444,26 @@ def attention_reference(q_values, k_values, indptr, num_splits, block_n):
     batch = q_values.shape[0]
     m = np.full((batch, num_splits, 16), -np.inf)
     l = np.zeros((batch, num_splits, 16))
-    acc = np.zeros((batch, num_splits, 16, 64))
+    acc = np.zeros((batch, num_splits, 16, NOPE_DIMS))
     acc_scale = np.zeros_like(acc)
-    out = np.zeros((batch, 16, 64))
+    out = np.zeros((batch, 16, NOPE_DIMS))
     out_scale = np.zeros_like(out)
-    v_values = k_values[:, :64]
+    v_values = k_values[:, :NOPE_DIMS]
     for seq in range(batch):
         start, end = indptr[seq], indptr[seq + 1]
-        for split, (lo, hi) in enumerate(split_bounds(start, end, num_splits, block_n)):
-            if lo < hi:
-                scores = q_values[seq] @ k_values[lo:hi].T
-                m[seq, split] = scores.max(axis=1)
-                p = np.exp2((scores - m[seq, split][:, None]) * ATTENTION_LOG2)
-                l[seq, split] = p.sum(axis=1)
-                acc[seq, split] = p @ v_values[lo:hi]
-                acc_scale[seq, split] = p @ np.abs(v_values[lo:hi])
-        if start < end:
-            scores = q_values[seq] @ k_values[start:end].T
-            p = np.exp2((scores - scores.max(axis=1)[:, None]) * ATTENTION_LOG2)
-            out[seq] = p @ v_values[start:end] / p.sum(axis=1)[:, None]
-            out_scale[seq] = p @ np.abs(v_values[start:end]) / p.sum(axis=1)[:, None]
+        ranges = [(split, lo, hi) for split, (lo, hi) in enumerate(split_bounds(start, end, num_splits, block_n))]
+        for split, lo, hi in ranges + [(None, start, end)]:
+            if lo >= hi:
+                continue
+            scores = q_values[seq] @ k_values[lo:hi].T
+            top = scores.max(axis=1)
+            p = np.exp2((scores - top[:, None]) * ATTENTION_LOG2)
+            if split is None:
+                out[seq] = p @ v_values[lo:hi] / p.sum(axis=1)[:, None]
+                out_scale[seq] = p @ np.abs(v_values[lo:hi]) / p.sum(axis=1)[:, None]
+            else:
+                m[seq, split], l[seq, split] = top, p.sum(axis=1)
+                acc[seq, split], acc_scale[seq, split] = p @ v_values[lo:hi], p @ np.abs(v_values[lo:hi])
     return m, l, acc, acc_scale, out, out_scale
 
 
@@ -398,37 +473,49 @@ P_BF16_BOUND = 2.0 ** -8
 
 def check_within(case, what, got, expected, scale, relative):
     """|got - expected| <= relative x scale + 1e-30 elementwise (NaN where NaN expected)."""
-    ref.check_close(case, what, np.where(np.abs(got - expected) <= relative * scale + 1e-30, expected, got),
-                    expected, rtol=0)
+    with np.errstate(invalid="ignore"):
+        close = np.abs(got - expected) <= relative * scale + 1e-30
+    ref.check_close(case, what, np.where(close, expected, got), expected, rtol=0)
 
 
-def _attention_case(name, block_n, num_warps, num_stages, scores, convert, merge, merge_chunk=2, merge_dims=64):
+def _attention_case(name, block_n, num_warps, num_stages, scores, convert, merge, merge_chunk=2, merge_dims=64,
+                    pin=False):
     def run(launch, rng):
         lengths = [2 * block_n + block_n // 3 + 1, 0, block_n + block_n // 5 + 1]
         indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
         batch, num_splits, total_kv = len(lengths), 2, int(indptr[-1]) + 5
-        q8, qs, q_values = exact_q(rng, batch)
-        codes, scales, k_values = exact_kv(rng, total_kv, 80, 6)
-        part_acc = tensor(np.full((batch, num_splits, 16, 64), np.nan, dtype=np.float32))
+        q_bits, q_values = exact_q(rng, batch)
+        codes, scales, k_values = exact_kv(rng, total_kv)
+        q8 = tensor(np.zeros((batch, 16, QK_DIMS), dtype=np.uint8))
+        qs = tensor(np.zeros((batch, 16, 5), dtype=np.uint8))
+        part_acc = tensor(np.full((batch, num_splits, 16, NOPE_DIMS), np.nan, dtype=np.float32))
         part_ml = tensor(np.full((batch, num_splits, 2, 16), np.nan, dtype=np.float32))
         count = tensor(np.zeros(batch, dtype=np.int32))
-        out = tensor(np.full((batch, 16, 64), np.nan, dtype=np.float32))
+        out = tensor(np.full((batch, 16, NOPE_DIMS), np.nan, dtype=np.float32))
         kv = tensor(codes)
-        qb = tensor(ref.bf16_bits(q_values.astype(np.float32))).view(torch.bfloat16)
-        launch(tk.split_attention_kernel, (num_splits, batch), tensor(q8), tensor(qs), qb, kv, kv.view(torch.int32),
-               tensor(scales), tensor(indptr), part_acc, part_ml, count, out, total_kv, num_splits, 80, 6,
-               ATTENTION_LOG2, BLOCK_N=block_n, SCORES=scores, CONVERT=convert, MERGE=merge, num_warps=num_warps,
-               num_stages=num_stages)
+        launch(tk.split_attention_kernel, (num_splits, batch), tensor(q_bits).view(torch.bfloat16), q8, qs, kv,
+               kv.view(torch.int32), tensor(scales), tensor(indptr), part_acc, part_ml, count, out, total_kv,
+               num_splits, KV_ROW_BYTES, SCALE_ROW_BYTES, ATTENTION_LOG2, BLOCK_N=block_n, SCORES=scores,
+               CONVERT=convert, MERGE=merge, PIN=pin, num_warps=num_warps, num_stages=num_stages)
         merged = None
         if merge == tk.PARTIALS.value:
             # an invalid split (m NaN) must make its sequence's head NaN in the merge
             part_ml_values = part_ml.numpy()
-            poisoned = part_ml_values[0, 1, 0, 5]
+            kept = part_ml_values[0, 1, 0, 5]
             part_ml_values[0, 1, 0, 5] = np.nan
-            merged = torch.zeros((batch, 16, 64), dtype=torch.bfloat16)
-            launch(tk.merge_partials_kernel, (batch, 16, 64 // merge_dims), merged, part_acc, part_ml, num_splits,
-                   ATTENTION_LOG2, CHUNK=merge_chunk, DIMS=merge_dims, num_warps=4)
-            part_ml_values[0, 1, 0, 5] = poisoned
+            merged = torch.zeros((batch, 16, NOPE_DIMS), dtype=torch.bfloat16)
+            launch(tk.merge_partials_kernel, (batch, 16, NOPE_DIMS // merge_dims), merged, part_acc, part_ml,
+                   num_splits, ATTENTION_LOG2, V=NOPE_DIMS, CHUNK=merge_chunk, DIMS=merge_dims, num_warps=4)
+            part_ml_values[0, 1, 0, 5] = kept
+        if scores == tk.SCALED.value:
+            nope_codes, nope_scales = e4m3_blocks_reference(q_values[:, :, :NOPE_DIMS].reshape(-1, NOPE_DIMS))
+            padded = np.zeros((batch * 16, 128))
+            padded[:, :QK_DIMS - NOPE_DIMS] = q_values[:, :, NOPE_DIMS:].reshape(-1, QK_DIMS - NOPE_DIMS)
+            rope_codes, rope_scales = e4m3_blocks_reference(padded)
+            ref.check_equal(name, "quantized Q codes", q8.numpy().reshape(batch * 16, QK_DIMS),
+                            np.concatenate([nope_codes, rope_codes[:, :QK_DIMS - NOPE_DIMS]], axis=1))
+            ref.check_equal(name, "quantized Q scales", qs.numpy().reshape(batch * 16, 5),
+                            np.concatenate([nope_scales, rope_scales[:, :1]], axis=1))
         m, l, acc, acc_scale, expected_out, out_scale = attention_reference(q_values, k_values, indptr, num_splits,
                                                                             block_n)
         ref.check_equal(name, "split max m (exact scores)", part_ml.numpy()[:, :, 0], m.astype(np.float32))
@@ -442,6 +529,32 @@ def _attention_case(name, block_n, num_warps, num_stages, scores, convert, merge
             got = ref.bf16_values(bits_of(merged)).astype(np.float64)
             check_within(name, "merged out (bf16)", got, expected_out, out_scale, P_BF16_BOUND + 2.0 ** -8)
     return run
+
+
+def run_merge_partials(launch, rng):
+    """The merge kernel alone at 512 dims over 12 splits in chunks of 8 (a masked second chunk): random partials with
+    an empty split (m -inf, l 0), an invalid one (m NaN: its sequence's head is NaN), a sequence with no token."""
+    batch, num_splits, dims = 3, 12, 512
+    m = rng.uniform(-30, 30, (batch, num_splits, 16)).astype(np.float32)
+    l = rng.uniform(0.5, 40, (batch, num_splits, 16)).astype(np.float32)
+    acc = rng.standard_normal((batch, num_splits, 16, dims)).astype(np.float32) * l[..., None]
+    m[0, 3], l[0, 3], acc[0, 3] = -np.inf, 0.0, 0.0
+    m[1, 7, 2] = np.nan
+    m[2], l[2], acc[2] = -np.inf, 0.0, 0.0
+    part_ml = np.stack([m, l], axis=2)
+    out = torch.zeros((batch, 16, dims), dtype=torch.bfloat16)
+    launch(tk.merge_partials_kernel, (batch, 16, 2), out, tensor(acc), tensor(part_ml), num_splits, ATTENTION_LOG2,
+           V=dims, CHUNK=8, DIMS=dims // 2, num_warps=4)
+    m64 = np.nan_to_num(m.astype(np.float64), nan=-np.inf)
+    top = m64.max(axis=1, keepdims=True)
+    weight = np.where(np.isfinite(m64), np.exp2((m64 - np.where(np.isfinite(top), top, 0)) * ATTENTION_LOG2), 0.0)
+    total = (weight * l).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        expected = np.where(total[..., None] > 0, (weight[..., None] * acc).sum(axis=1) / total[..., None], 0.0)
+        scale = (weight[..., None] * np.abs(acc)).sum(axis=1) / np.where(total > 0, total, 1)[..., None]
+    expected[1, 2] = np.nan
+    got = ref.bf16_values(bits_of(out)).astype(np.float64)
+    check_within("merge_partials", "out (bf16)", got, expected, scale, 2.0 ** -8 + 1e-5)
 
 
 CASES = [
@@ -488,8 +601,17 @@ CASES = [
          "split attention with both products in bf16 from one converted tile (16x16x32 and 16x16x16 MFMA)"),
     Case("attention_bf16_portable_16", _attention_case("attention_bf16_portable_16", 16, 4, 1, tk.BF16_SCORES.value,
                                                        tk.CVT_PORTABLE.value, tk.PARTIALS.value, merge_chunk=4,
-                                                       merge_dims=32),
+                                                       merge_dims=32, pin=True),
          "the bf16 form with the e2m1 decode in integer and fp16 ops (v_cvt_f32_f16, 16-bit compares, SDWA)"),
+    Case("merge_partials", run_merge_partials, "a log-sum-exp merge of split partials at 512 dims: reductions over "
+         "the split axis (DPP row_shl/row_shr with bank masks, ds_swizzle, LDS), exp, division, NaN/-inf handling"),
+    Case("quantize_blocks", run_quantize_blocks, "per-32-block e4m3 quantization: max |x| (v_max3 with |abs|), "
+         "exponent bit arithmetic, v_cvt_scalef32_pk_fp8_f32, byte stores"),
+    Case("quantize_tensor_one_pass", _quantize_tensor_case("quantize_tensor_one_pass", 4, 64, 8, False),
+         "per-tensor bf16 -> e4m3 over 8 warps: whole-block max (DPP row_bcast, readlane), div_rn, bf16 rounding, "
+         "clamp (v_med3_f32), fp8 conversion"),
+    Case("quantize_tensor_two_pass", _quantize_tensor_case("quantize_tensor_two_pass", 9, 16, 4, True),
+         "the same in two launches: partial maxima, then a loop over them (scalar control flow)"),
     Case("ticket", run_ticket, "atomics across programs: global_atomic_add returning the old value (v_mbcnt, "
          "s_bcnt1), acq_rel fences (buffer_wbl2, buffer_inv), .cg loads"),
 ]

@@ -116,8 +116,8 @@ def masked_tail_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 # --- reductions ----------------------------------------------------------------------------------
 @triton.jit
 def block_reduce_kernel(x_ptr, i_ptr, out_ptr, out_i_ptr, n, BLOCK: tl.constexpr):
-    """One program: x (n,) float32, i (n,) int32 -> out (3,) = max, sum, max |x| of x; out_i (2,) = max, min of i
-    (n <= BLOCK, masked lanes neutral)."""
+    """One program: x (n,) float32, i (n,) int32 -> out (3,) = max, sum, max |x| of x; out_i (3,) = max, min, sum
+    (wrapping) of i (n <= BLOCK, masked lanes neutral)."""
     offs = tl.arange(0, BLOCK)
     ok = offs < n
     x = tl.load(x_ptr + offs, mask=ok, other=float("-inf"))
@@ -127,6 +127,7 @@ def block_reduce_kernel(x_ptr, i_ptr, out_ptr, out_i_ptr, n, BLOCK: tl.constexpr
     tl.store(out_ptr + 2, tl.max(tl.abs(tl.where(ok, x, 0.0)), axis=0))
     tl.store(out_i_ptr, tl.max(i, axis=0))
     tl.store(out_i_ptr + 1, tl.min(tl.where(ok, i, 2**31 - 1), axis=0))
+    tl.store(out_i_ptr + 2, tl.sum(tl.where(ok, i, 0), axis=0))
 
 
 @triton.jit
@@ -238,13 +239,75 @@ def ticket_kernel(x_ptr, partial_ptr, ticket_ptr, counter_ptr, total_ptr, BLOCK:
         tl.store(total_ptr, tl.sum(total, axis=0))
 
 
+# --- quantization ----------------------------------------------------------------------------------
+@triton.jit
+def _e4m3_blocks(x, ROWS: tl.constexpr, BLOCKS: tl.constexpr):
+    """x (ROWS, 32 BLOCKS) float32 -> (e4m3 (ROWS, 32 BLOCKS), e8m0 bytes (ROWS, BLOCKS) uint8): per 32-block the
+    least exponent e in [-126, 127] with max |x| / 2^e <= 448; the codes are x / 2^e rounded to nearest even."""
+    blocks = tl.reshape(x, (ROWS, BLOCKS, 32))
+    amax_bits = tl.max(tl.abs(blocks), axis=2).to(tl.int32, bitcast=True)
+    # amax = 1.f x 2^E: 448 = 1.75 x 2^8, so e = E - 8, plus one when 1.f > 1.75 (f > 0x600000)
+    e = ((amax_bits >> 23) & 0xFF) - 135 + ((amax_bits & 0x7FFFFF) > 0x600000).to(tl.int32)
+    e = tl.minimum(tl.maximum(e, -126), 127)
+    codes = (blocks * ((127 - e) << 23).to(tl.float32, bitcast=True)[:, :, None]).to(tl.float8e4nv)
+    return tl.reshape(codes, (ROWS, BLOCKS * 32)), (e + 127).to(tl.uint8)
+
+
+@triton.jit
+def quantize_blocks_kernel(x_ptr, q_ptr, scale_ptr, rows, COLS: tl.constexpr, ROWS: tl.constexpr):
+    """x (rows, COLS) float32 -> q (rows, COLS) e4m3 bytes, scale (rows, COLS / 32) e8m0 (_e4m3_blocks); program p
+    takes rows [p ROWS, + ROWS), masked past `rows`."""
+    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    ok = (r < rows)[:, None]
+    x = tl.load(x_ptr + r[:, None] * COLS + tl.arange(0, COLS)[None, :], mask=ok, other=0.0)
+    q, scale = _e4m3_blocks(x, ROWS, COLS // 32)
+    tl.store(q_ptr + r[:, None] * COLS + tl.arange(0, COLS)[None, :], q.to(tl.uint8, bitcast=True), mask=ok)
+    tl.store(scale_ptr + r[:, None] * (COLS // 32) + tl.arange(0, COLS // 32)[None, :], scale, mask=ok)
+
+
+TENSOR_AMAX_FLOOR = tl.constexpr(2.0 ** -40)
+ONE_PASS, AMAX_PASS, QUANTIZE_PASS = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
+
+
+@triton.jit
+def quantize_tensor_kernel(x_ptr, partials_ptr, q_ptr, scale_ptr, tokens, num_partials, token_stride, head_stride,
+                           HEADS: tl.constexpr, COLS: tl.constexpr, ROWS: tl.constexpr, PASS: tl.constexpr):
+    """Per-tensor e4m3: x (tokens, HEADS, COLS) bf16 with strides (token_stride, head_stride, 1) as rows (token, head);
+    scale = bf16(max(amax, 2^-40) / 448) (scale (1,) float32), q (tokens, HEADS, COLS) e4m3 bytes (contiguous) =
+    e4m3(clamp(bf16(x * (1 / scale)), -448, 448)), every rounding to nearest even. Program p owns rows
+    [p ROWS, + ROWS). PASS: ONE_PASS (one program holds every row), AMAX_PASS (partials[p] = its rows' amax),
+    QUANTIZE_PASS (after AMAX_PASS: amax = max of partials[0 .. num_partials - 1])."""
+    first = tl.program_id(0) * ROWS
+    r = first + tl.arange(0, ROWS)
+    ok = r < tokens * HEADS
+    rows = x_ptr + (r // HEADS) * token_stride + (r % HEADS) * head_stride
+    x = tl.load(rows[:, None] + tl.arange(0, COLS)[None, :], mask=ok[:, None], other=0.0).to(tl.float32)
+    if PASS == AMAX_PASS:
+        tl.store(partials_ptr + tl.program_id(0), tl.max(tl.max(tl.abs(x), axis=1), axis=0))
+    else:
+        if PASS == ONE_PASS:
+            amax = tl.max(tl.max(tl.abs(x), axis=1), axis=0)
+        else:
+            amax = tl.zeros((), tl.float32)
+            for start in range(0, num_partials, 128):
+                offs = start + tl.arange(0, 128)
+                amax = tl.maximum(amax, tl.max(tl.load(partials_ptr + offs, mask=offs < num_partials, other=0.0)))
+        scale = tl.div_rn(tl.maximum(amax, TENSOR_AMAX_FLOOR), 448.0).to(tl.bfloat16).to(tl.float32)
+        inverse = tl.div_rn(tl.full((), 1.0, tl.float32), scale)
+        ratio = tl.minimum(tl.maximum((x * inverse).to(tl.bfloat16).to(tl.float32), -448.0), 448.0)
+        tl.store(q_ptr + r[:, None] * COLS + tl.arange(0, COLS)[None, :],
+                 ratio.to(tl.float8e4nv).to(tl.uint8, bitcast=True), mask=ok[:, None])
+        tl.store(scale_ptr, scale, mask=tl.program_id(0) == 0)
+
+
 # --- a small split attention (online softmax over KV tiles, e2m1 KV, partials merged) ---------------
-# Shapes: 16 heads; a KV row holds 128 dims as e2m1 pairs (64 bytes; the low nibble is the even dim) with one
-# e8m0 scale per 32 dims; the values are the row's first 64 dims. SCORES picks how the scores are formed,
-# CONVERT how e2m1 codes become bf16, MERGE how a sequence's splits become its output.
+# 16 heads. A KV row: NOPE_DIMS e2m1 codes in pairs (the low nibble the even dim), then ROPE_DIMS more, then
+# padding; an e8m0 scale per 32 dims in a scale row. The values are the NOPE dims. SCORES picks how the scores
+# are formed, CONVERT how e2m1 codes become bf16, MERGE how a sequence's splits become its output.
 HEADS = tl.constexpr(16)
-QK_DIMS = tl.constexpr(128)
-V_DIMS = tl.constexpr(64)
+NOPE_DIMS = tl.constexpr(128)
+ROPE_DIMS = tl.constexpr(32)
+SCALED_K = tl.constexpr(128)  # the scaled MFMA's K: the rope dims are padded to it
 SCALED, BF16_SCORES = tl.constexpr(0), tl.constexpr(1)   # SCORES: tl.dot_scaled e4m3 x e2m1 | bf16 tl.dot
 CVT_ASM, CVT_PORTABLE = tl.constexpr(0), tl.constexpr(1)  # CONVERT: v_cvt_scalef32_pk_bf16_fp4 | integer/fp16 ops
 PARTIALS, FUSED = tl.constexpr(0), tl.constexpr(1)        # MERGE: partials only | the last program merges too
@@ -271,7 +334,25 @@ def _split_rows(kv_indptr_ptr, total_kv, num_splits, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def _e2m1_to_bf16(words, scale_bytes, ROWS: tl.constexpr, WORDS: tl.constexpr, CONVERT: tl.constexpr):
+def _pin(x, PIN: tl.constexpr):
+    """x unchanged, through an opaque v_mov_b32 when PIN (so the compiler keeps one copy of it)."""
+    if PIN:
+        x = tl.inline_asm_elementwise("v_mov_b32 $0, $1", "=v,v", [x], dtype=x.dtype, is_pure=False, pack=1)
+    return x
+
+
+@triton.jit
+def _e2m1_nibble(words, SHIFT: tl.constexpr, scale):
+    """Code (words >> SHIFT) & 15 times scale as bf16: sxyz as the fp16 s00xyz000000000 = value x 2^-14, times
+    2^14 x scale (exact in float32 and in bf16)."""
+    code = (words >> SHIFT) & 0xF
+    half = (((code & 0x7) << 9) | ((code & 0x8) << 12)).to(tl.int16).to(tl.float16, bitcast=True)
+    return (half.to(tl.float32) * scale).to(tl.bfloat16)
+
+
+@triton.jit
+def _e2m1_to_bf16(words, scale_bytes, ROWS: tl.constexpr, WORDS: tl.constexpr, CONVERT: tl.constexpr,
+                  PIN: tl.constexpr):
     """words (ROWS, WORDS) int32 (code q of word j: dim 8j + q, bits 4q..4q+3), scale_bytes (ROWS, WORDS / 4) int32
     e8m0 -> (ROWS, 8 WORDS) bf16 values in dim order (code value x 2^(scale - 127), exact)."""
     exponent_field = tl.reshape(tl.broadcast_to((scale_bytes << 23)[:, :, None], (ROWS, WORDS // 4, 4)), (ROWS, WORDS))
@@ -285,16 +366,11 @@ def _e2m1_to_bf16(words, scale_bytes, ROWS: tl.constexpr, WORDS: tl.constexpr, C
         low2, high2 = p2.to(tl.int16).to(tl.bfloat16, bitcast=True), (p2 >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
         low3, high3 = p3.to(tl.int16).to(tl.bfloat16, bitcast=True), (p3 >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
     else:
-        # code sxyz as the fp16 s00xyz000000000 = value x 2^-14, then x 2^14 x scale (exact in float32 and bf16)
         scale = exponent_field.to(tl.float32, bitcast=True) * 16384.0
-        low0 = _e2m1_nibble(words, 0, scale)
-        high0 = _e2m1_nibble(words, 4, scale)
-        low1 = _e2m1_nibble(words, 8, scale)
-        high1 = _e2m1_nibble(words, 12, scale)
-        low2 = _e2m1_nibble(words, 16, scale)
-        high2 = _e2m1_nibble(words, 20, scale)
-        low3 = _e2m1_nibble(words, 24, scale)
-        high3 = _e2m1_nibble(words, 28, scale)
+        low0, high0 = _pin(_e2m1_nibble(words, 0, scale), PIN), _pin(_e2m1_nibble(words, 4, scale), PIN)
+        low1, high1 = _pin(_e2m1_nibble(words, 8, scale), PIN), _pin(_e2m1_nibble(words, 12, scale), PIN)
+        low2, high2 = _pin(_e2m1_nibble(words, 16, scale), PIN), _pin(_e2m1_nibble(words, 20, scale), PIN)
+        low3, high3 = _pin(_e2m1_nibble(words, 24, scale), PIN), _pin(_e2m1_nibble(words, 28, scale), PIN)
     # nested joins put the outermost join's index last: (byte bit 1, byte bit 0, nibble) -> dim 8j + 2 byte + nibble
     lows = tl.join(tl.join(low0, low2), tl.join(low1, low3))
     highs = tl.join(tl.join(high0, high2), tl.join(high1, high3))
@@ -302,117 +378,130 @@ def _e2m1_to_bf16(words, scale_bytes, ROWS: tl.constexpr, WORDS: tl.constexpr, C
 
 
 @triton.jit
-def _e2m1_nibble(words, SHIFT: tl.constexpr, scale):
-    code = (words >> SHIFT) & 0xF
-    half = (((code & 0x7) << 9) | ((code & 0x8) << 12)).to(tl.int16).to(tl.float16, bitcast=True)
-    return (half.to(tl.float32) * scale).to(tl.bfloat16)
-
-
-@triton.jit
-def _kv_tile(kv_ptr, kv_words_ptr, scale_ptr, tile_start, hi, kv_row_bytes, scale_row_stride,
-             BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
-    """Rows [tile_start, + BLOCK_N) of the KV cache: (codes (BLOCK_N, 64) uint8, words (BLOCK_N, 16) int32, scale bytes
-    (BLOCK_N, 4) int32); rows past hi read 0 when MASKED."""
-    rows = tile_start + tl.arange(0, BLOCK_N)
-    ok = (rows < hi)[:, None]
-    code_offs = rows.to(tl.int64)[:, None] * kv_row_bytes + tl.arange(0, QK_DIMS // 2)[None, :]
-    word_offs = rows[:, None] * (kv_row_bytes // 4) + tl.arange(0, QK_DIMS // 8)[None, :]
-    scale_offs = rows.to(tl.int64)[:, None] * scale_row_stride + tl.arange(0, QK_DIMS // 32)[None, :]
+def _load_rows(base, cols, ok, other, MASKED: tl.constexpr):
     if MASKED:
-        codes = tl.load(kv_ptr + code_offs, mask=ok, other=0)
-        words = tl.load(kv_words_ptr + word_offs, mask=ok, other=0)
-        scales = tl.load(scale_ptr + scale_offs, mask=ok, other=127)
-    else:
-        codes = tl.load(kv_ptr + code_offs)
-        words = tl.load(kv_words_ptr + word_offs)
-        scales = tl.load(scale_ptr + scale_offs)
-    return codes, words, scales.to(tl.int32)
+        return tl.load(base + cols[None, :], mask=ok, other=other)
+    return tl.load(base + cols[None, :])
 
 
 @triton.jit
 def _attention_tile(q_ops, kv_ptr, kv_words_ptr, scale_ptr, tile_start, hi, kv_row_bytes, scale_row_stride,
                     qk_scale_log2, m_i, l_i, acc, BLOCK_N: tl.constexpr, SCORES: tl.constexpr,
-                    CONVERT: tl.constexpr, MASKED: tl.constexpr):
+                    CONVERT: tl.constexpr, PIN: tl.constexpr, MASKED: tl.constexpr):
     """One tile of online softmax: scores (16, BLOCK_N), m_i / l_i (16,) running max and sum, acc the values' running
-    sum ((64, 16) transposed for SCALED, (16, 64) for BF16_SCORES)."""
-    codes, words, scales = _kv_tile(kv_ptr, kv_words_ptr, scale_ptr, tile_start, hi, kv_row_bytes, scale_row_stride,
-                                    BLOCK_N, MASKED)
-    q8, qs, q_nope, q_rope = q_ops
+    sum ((128, 16) transposed for SCALED, (16, 128) for BF16_SCORES). MASKED: rows past hi read 0 and score -inf."""
+    rows = tile_start + tl.arange(0, BLOCK_N)
+    ok = (rows < hi)[:, None]
+    kv_rows = kv_ptr + rows.to(tl.int64)[:, None] * kv_row_bytes
+    word_rows = kv_words_ptr + rows[:, None] * (kv_row_bytes // 4)
+    scale_rows = scale_ptr + rows.to(tl.int64)[:, None] * scale_row_stride
+    words = _load_rows(word_rows, tl.arange(0, NOPE_DIMS // 8), ok, 0, MASKED)
+    scales = _load_rows(scale_rows, tl.arange(0, NOPE_DIMS // 32), ok, 127, MASKED).to(tl.int32)
     if SCORES == SCALED:
+        q8, qs, q8_rope, qs_rope = q_ops
+        codes = _load_rows(kv_rows, tl.arange(0, NOPE_DIMS // 2), ok, 0, MASKED)
+        rope_bytes = tl.arange(0, SCALED_K // 2)
+        rope_blocks = tl.arange(0, SCALED_K // 32)
+        rope = tl.load(kv_rows + NOPE_DIMS // 2 + rope_bytes[None, :], mask=ok & (rope_bytes < ROPE_DIMS // 2)[None, :],
+                       other=0)
+        rope_scales = tl.load(scale_rows + NOPE_DIMS // 32 + rope_blocks[None, :],
+                              mask=ok & (rope_blocks < ROPE_DIMS // 32)[None, :], other=127)
         scores = tl.dot_scaled(q8, qs, "e4m3", tl.trans(codes), scales.to(tl.uint8), "e2m1")
+        scores = tl.dot_scaled(q8_rope, qs_rope, "e4m3", tl.trans(rope), rope_scales, "e2m1", scores)
     else:
-        k = _e2m1_to_bf16(words, scales, BLOCK_N, QK_DIMS // 8, CONVERT)
-        k_nope, k_rope = tl.split(tl.permute(tl.reshape(k, (BLOCK_N, 2, V_DIMS)), (0, 2, 1)))
-        scores = tl.dot(q_rope, tl.trans(k_rope), tl.dot(q_nope, tl.trans(k_nope)))
+        q_nope, q_rope = q_ops
+        rope_words = _load_rows(word_rows + NOPE_DIMS // 8, tl.arange(0, ROPE_DIMS // 8), ok, 0, MASKED)
+        rope_scales = _load_rows(scale_rows + NOPE_DIMS // 32, tl.arange(0, ROPE_DIMS // 32), ok, 127, MASKED)
+        k = _e2m1_to_bf16(words, scales, BLOCK_N, NOPE_DIMS // 8, CONVERT, PIN)
+        k_rope = _e2m1_to_bf16(rope_words, rope_scales.to(tl.int32), BLOCK_N, ROPE_DIMS // 8, CONVERT, PIN)
+        scores = tl.dot(q_rope, tl.trans(k_rope), tl.dot(q_nope, tl.trans(k)))
     if MASKED:
-        scores = tl.where((tile_start + tl.arange(0, BLOCK_N) < hi)[None, :], scores, float("-inf"))
+        scores = tl.where((rows < hi)[None, :], scores, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(scores, axis=1))
     alpha = tl.exp2((m_i - m_new) * qk_scale_log2)
     p = tl.exp2(scores * qk_scale_log2 - (m_new * qk_scale_log2)[:, None])
     l_i = l_i * alpha + tl.sum(p, axis=1)
     if SCORES == SCALED:
-        v_words = tl.split(tl.permute(tl.reshape(words, (BLOCK_N, 2, V_DIMS // 8)), (0, 2, 1)))[0]  # words 0..7
-        v_scales = tl.split(tl.permute(tl.reshape(scales, (BLOCK_N, 2, 2)), (0, 2, 1)))[0]  # blocks 0, 1
-        v = _e2m1_to_bf16(v_words, v_scales, BLOCK_N, V_DIMS // 8, CONVERT)
+        v = _e2m1_to_bf16(words, scales, BLOCK_N, NOPE_DIMS // 8, CONVERT, PIN)
         acc = tl.dot(tl.trans(v), tl.trans(p.to(tl.bfloat16)), acc * alpha[None, :])
     else:
-        acc = tl.dot(p.to(tl.bfloat16), k_nope, acc * alpha[:, None])
+        acc = tl.dot(p.to(tl.bfloat16), k, acc * alpha[:, None])
     return m_new, l_i, acc
 
 
 @triton.jit
+def _quantized_q(qb_ptr, q8_ptr, qs_ptr, seq, split):
+    """SCALED: the bf16 Q rows of `seq` -> (e4m3 nope (16, 128), its scales (16, 4), e4m3 rope padded to 128 with
+    zeros, its scales (16, 4)) by _e4m3_blocks; split 0 writes them to q8 (batch, 16, 160) / qs (batch, 16, 5)."""
+    heads = tl.arange(0, HEADS)[:, None]
+    q_rows = qb_ptr + seq * (HEADS * (NOPE_DIMS + ROPE_DIMS)) + heads * (NOPE_DIMS + ROPE_DIMS)
+    rope_dims = tl.arange(0, SCALED_K)[None, :]
+    q_nope = tl.load(q_rows + tl.arange(0, NOPE_DIMS)[None, :]).to(tl.float32)
+    q_rope = tl.load(q_rows + NOPE_DIMS + rope_dims, mask=rope_dims < ROPE_DIMS, other=0.0).to(tl.float32)
+    q8, qs = _e4m3_blocks(q_nope, HEADS, NOPE_DIMS // 32)
+    q8_rope, qs_rope = _e4m3_blocks(q_rope, HEADS, SCALED_K // 32)
+    if split == 0:
+        q8_rows = q8_ptr + seq * (HEADS * (NOPE_DIMS + ROPE_DIMS)) + heads * (NOPE_DIMS + ROPE_DIMS)
+        qs_rows = qs_ptr + seq * (HEADS * 5) + heads * 5
+        rope_blocks = tl.arange(0, SCALED_K // 32)[None, :]
+        tl.store(q8_rows + tl.arange(0, NOPE_DIMS)[None, :], q8.to(tl.uint8, bitcast=True))
+        tl.store(q8_rows + NOPE_DIMS + rope_dims, q8_rope.to(tl.uint8, bitcast=True), mask=rope_dims < ROPE_DIMS)
+        tl.store(qs_rows + tl.arange(0, NOPE_DIMS // 32)[None, :], qs)
+        tl.store(qs_rows + NOPE_DIMS // 32 + rope_blocks, qs_rope, mask=rope_blocks < ROPE_DIMS // 32)
+    return q8, qs, q8_rope, qs_rope
+
+
+@triton.jit
 def _acc_offsets(SCORES: tl.constexpr):
-    """Element offsets of a (16, 64) head x dim block in the accumulator's layout."""
+    """Element offsets of a (16, 128) head x dim block in the accumulator's layout."""
     if SCORES == SCALED:
-        offs = tl.arange(0, HEADS)[None, :] * V_DIMS + tl.arange(0, V_DIMS)[:, None]
+        offs = tl.arange(0, HEADS)[None, :] * NOPE_DIMS + tl.arange(0, NOPE_DIMS)[:, None]
     else:
-        offs = tl.arange(0, HEADS)[:, None] * V_DIMS + tl.arange(0, V_DIMS)[None, :]
+        offs = tl.arange(0, HEADS)[:, None] * NOPE_DIMS + tl.arange(0, NOPE_DIMS)[None, :]
     return offs
 
 
 @triton.jit(do_not_specialize=["total_kv", "num_splits"])
-def split_attention_kernel(q8_ptr, qs_ptr, qb_ptr, kv_ptr, kv_words_ptr, scale_ptr, kv_indptr_ptr, part_acc_ptr,
+def split_attention_kernel(qb_ptr, q8_ptr, qs_ptr, kv_ptr, kv_words_ptr, scale_ptr, kv_indptr_ptr, part_acc_ptr,
                            part_ml_ptr, count_ptr, out_ptr, total_kv, num_splits, kv_row_bytes, scale_row_stride,
                            qk_scale_log2, BLOCK_N: tl.constexpr, SCORES: tl.constexpr, CONVERT: tl.constexpr,
-                           MERGE: tl.constexpr):
+                           MERGE: tl.constexpr, PIN: tl.constexpr = False):
     """Program (s, b) of grid (num_splits, batch): split s of sequence b's KV rows [kv_indptr[b], kv_indptr[b + 1]),
     in whole BLOCK_N tiles per split (_split_rows), unmasked full tiles then a masked tail.
 
-    q8_ptr       (batch, 16, 128) e4m3 bytes, qs_ptr (batch, 16, 4) e8m0: Q for SCALED
-    qb_ptr       (batch, 16, 128) bf16: the same Q's values for BF16_SCORES
-    kv_ptr       (total_kv, kv_row_bytes) bytes: 128 e2m1 codes in pairs (bytes 0..63); kv_words_ptr the same as int32
-    scale_ptr    (total_kv, scale_row_stride) e8m0: byte j scales dims 32j..32j+31 (row < total_kv)
+    qb_ptr       (batch, 16, 160) bf16 Q (128 nope dims, 32 rope dims); SCALED quantizes it (_quantized_q) and
+                 split 0 writes q8_ptr (batch, 16, 160) e4m3 bytes, qs_ptr (batch, 16, 5) e8m0
+    kv_ptr       (total_kv, kv_row_bytes) bytes: 160 e2m1 codes in pairs (bytes 0..79); kv_words_ptr the same as int32
+    scale_ptr    (total_kv, scale_row_stride) e8m0: byte j scales dims 32j..32j+31 (5 per row)
     kv_indptr    (batch + 1,) int32
-    part_acc     (batch, num_splits, 16, 64) float32: sum over the split's rows of p v (p = 2^((s - m) qk_scale_log2),
-                 rounded to bf16; v = the row's dims 0..63); part_ml (batch, num_splits, 2, 16): m (the split's raw max
-                 score, -inf if empty), l (sum of p)
+    part_acc     (batch, num_splits, 16, 128) float32: sum over the split's rows of p v (p = 2^((s - m) qk_scale_log2)
+                 rounded to bf16; v = the row's nope dims); part_ml (batch, num_splits, 2, 16): m (the split's largest
+                 raw score, -inf if empty), l (sum of p)
     count_ptr    (batch,) int32 from 0 (FUSED): the program drawing ticket num_splits - 1 merges the sequence's splits
-                 into out (batch, 16, 64) float32 = sum p v / sum p over the whole sequence (0 when empty)"""
+                 into out (batch, 16, 128) float32 = sum p v / sum p over the whole sequence (0 when empty)"""
     seq, lo, full_end, hi = _split_rows(kv_indptr_ptr, total_kv, num_splits, BLOCK_N)
     heads = tl.arange(0, HEADS)
-    dims = tl.arange(0, QK_DIMS)
     if SCORES == SCALED:
-        q8 = tl.load(q8_ptr + seq * (HEADS * QK_DIMS) + heads[:, None] * QK_DIMS + dims[None, :])
-        qs = tl.load(qs_ptr + seq * (HEADS * QK_DIMS // 32) + heads[:, None] * (QK_DIMS // 32)
-                     + tl.arange(0, QK_DIMS // 32)[None, :])
-        q_ops = (q8, qs, None, None)
-        acc = tl.zeros([V_DIMS, HEADS], tl.float32)
+        q_ops = _quantized_q(qb_ptr, q8_ptr, qs_ptr, seq, tl.program_id(0))
+        acc = tl.zeros([NOPE_DIMS, HEADS], tl.float32)
     else:
-        q_rows = qb_ptr + seq * (HEADS * QK_DIMS) + heads[:, None] * QK_DIMS
-        q_ops = (None, None, tl.load(q_rows + tl.arange(0, V_DIMS)[None, :]),
-                 tl.load(q_rows + V_DIMS + tl.arange(0, V_DIMS)[None, :]))
-        acc = tl.zeros([HEADS, V_DIMS], tl.float32)
+        q_rows = qb_ptr + seq * (HEADS * (NOPE_DIMS + ROPE_DIMS)) + heads[:, None] * (NOPE_DIMS + ROPE_DIMS)
+        q_ops = (tl.load(q_rows + tl.arange(0, NOPE_DIMS)[None, :]),
+                 tl.load(q_rows + NOPE_DIMS + tl.arange(0, ROPE_DIMS)[None, :]))
+        acc = tl.zeros([HEADS, NOPE_DIMS], tl.float32)
     m_i = tl.full([HEADS], float("-inf"), tl.float32)
     l_i = tl.zeros([HEADS], tl.float32)
     for tile_start in range(lo, full_end, BLOCK_N):
         m_i, l_i, acc = _attention_tile(q_ops, kv_ptr, kv_words_ptr, scale_ptr, tile_start, hi, kv_row_bytes,
-                                        scale_row_stride, qk_scale_log2, m_i, l_i, acc, BLOCK_N, SCORES, CONVERT, False)
+                                        scale_row_stride, qk_scale_log2, m_i, l_i, acc, BLOCK_N, SCORES, CONVERT, PIN,
+                                        False)
     tail = tl.maximum(full_end, lo)
     if tail < hi:
         m_i, l_i, acc = _attention_tile(q_ops, kv_ptr, kv_words_ptr, scale_ptr, tail, hi, kv_row_bytes,
-                                        scale_row_stride, qk_scale_log2, m_i, l_i, acc, BLOCK_N, SCORES, CONVERT, True)
+                                        scale_row_stride, qk_scale_log2, m_i, l_i, acc, BLOCK_N, SCORES, CONVERT, PIN,
+                                        True)
     part = seq * num_splits + tl.program_id(0)
-    tl.store(part_acc_ptr + part * (HEADS * V_DIMS) + _acc_offsets(SCORES), acc)
+    tl.store(part_acc_ptr + part * (HEADS * NOPE_DIMS) + _acc_offsets(SCORES), acc)
     tl.store(part_ml_ptr + part * (2 * HEADS) + heads, m_i)
     tl.store(part_ml_ptr + part * (2 * HEADS) + HEADS + heads, l_i)
     if MERGE == FUSED:
@@ -420,13 +509,14 @@ def split_attention_kernel(q8_ptr, qs_ptr, qb_ptr, kv_ptr, kv_words_ptr, scale_p
         if tl.atomic_add(count_ptr + seq, 1, sem="acq_rel", scope="gpu") == num_splits - 1:
             m_run = tl.full([HEADS], float("-inf"), tl.float32)
             l_run = tl.zeros([HEADS], tl.float32)
-            acc_run = tl.zeros([HEADS, V_DIMS], tl.float32)
+            acc_run = tl.zeros([HEADS, NOPE_DIMS], tl.float32)
             for split in range(0, num_splits):
                 row = (seq * num_splits + split) * (2 * HEADS)
                 m = tl.load(part_ml_ptr + row + heads, cache_modifier=".cg")
                 l = tl.load(part_ml_ptr + row + HEADS + heads, cache_modifier=".cg")
-                part_acc = tl.load(part_acc_ptr + (seq * num_splits + split) * (HEADS * V_DIMS)
-                                   + heads[:, None] * V_DIMS + tl.arange(0, V_DIMS)[None, :], cache_modifier=".cg")
+                part_acc = tl.load(part_acc_ptr + (seq * num_splits + split) * (HEADS * NOPE_DIMS)
+                                   + heads[:, None] * NOPE_DIMS + tl.arange(0, NOPE_DIMS)[None, :],
+                                   cache_modifier=".cg")
                 m_new = tl.maximum(m_run, m)
                 m_ref = tl.where(m_new > float("-inf"), m_new, 0.0)
                 run_weight = tl.exp2((m_run - m_ref) * qk_scale_log2)
@@ -435,17 +525,17 @@ def split_attention_kernel(q8_ptr, qs_ptr, qb_ptr, kv_ptr, kv_words_ptr, scale_p
                 l_run = l_run * run_weight + l * weight
                 m_run = m_new
             norm = tl.where(l_run > 0, 1.0 / l_run, 0.0)
-            tl.store(out_ptr + seq * (HEADS * V_DIMS) + heads[:, None] * V_DIMS + tl.arange(0, V_DIMS)[None, :],
+            tl.store(out_ptr + seq * (HEADS * NOPE_DIMS) + heads[:, None] * NOPE_DIMS + tl.arange(0, NOPE_DIMS)[None, :],
                      acc_run * norm[:, None])
 
 
 @triton.jit(do_not_specialize=["num_splits"])
-def merge_partials_kernel(out_ptr, part_acc_ptr, part_ml_ptr, num_splits, qk_scale_log2, CHUNK: tl.constexpr,
-                          DIMS: tl.constexpr):
-    """Program (b, h, d) of grid (batch, 16, 64 / DIMS): out[b, h, d DIMS : + DIMS] (bf16) = sum_s 2^((m_s - M) c)
-    acc_s / sum_s 2^((m_s - M) c) l_s over the splits s of sequence b (M their max, c = qk_scale_log2), CHUNK splits
-    per step; NaN when a split's m is NaN (an invalid split), 0 when every split is empty. part_acc (batch,
-    num_splits, 16, 64) float32, part_ml (batch, num_splits, 2, 16) float32 (m then l)."""
+def merge_partials_kernel(out_ptr, part_acc_ptr, part_ml_ptr, num_splits, qk_scale_log2, V: tl.constexpr,
+                          CHUNK: tl.constexpr, DIMS: tl.constexpr):
+    """Program (b, h, d) of grid (batch, 16, V / DIMS): out[b, h, d DIMS : + DIMS] (bf16) = sum_s 2^((m_s - M) c) acc_s
+    / sum_s 2^((m_s - M) c) l_s over the splits s of sequence b (M their max, c = qk_scale_log2), CHUNK splits a
+    step; NaN when a split's m is NaN (an invalid split), 0 when every split is empty. part_acc (batch,
+    num_splits, 16, V) float32, part_ml (batch, num_splits, 2, 16) float32 (m then l)."""
     seq = tl.program_id(0)
     head = tl.program_id(1)
     dims = tl.program_id(2) * DIMS + tl.arange(0, DIMS)
@@ -459,8 +549,7 @@ def merge_partials_kernel(out_ptr, part_acc_ptr, part_ml_ptr, num_splits, qk_sca
         part = seq * num_splits + splits
         m = tl.load(part_ml_ptr + part * (2 * HEADS) + head, mask=real, other=float("-inf"))
         l = tl.load(part_ml_ptr + part * (2 * HEADS) + HEADS + head, mask=real, other=0.0)
-        acc = tl.load(part_acc_ptr + (part[:, None] * HEADS + head) * V_DIMS + dims[None, :], mask=real[:, None],
-                      other=0.0)
+        acc = tl.load(part_acc_ptr + (part[:, None] * HEADS + head) * V + dims[None, :], mask=real[:, None], other=0.0)
         invalid = tl.maximum(invalid, tl.max((m != m).to(tl.int32), axis=0))
         m = tl.where(m != m, float("-inf"), m)
         m_new = tl.maximum(m_run, tl.max(m, axis=0))
@@ -471,4 +560,4 @@ def merge_partials_kernel(out_ptr, part_acc_ptr, part_ml_ptr, num_splits, qk_sca
         l_run = l_run * run_weight + tl.sum(l * weight, axis=0)
         m_run = m_new
     out = tl.where(invalid > 0, float("nan"), tl.where(l_run > 0, acc_run / l_run, 0.0))
-    tl.store(out_ptr + (seq * HEADS + head) * V_DIMS + dims, out.to(tl.bfloat16))
+    tl.store(out_ptr + (seq * HEADS + head) * V + dims, out.to(tl.bfloat16))
