@@ -11,8 +11,11 @@ import numpy as np
 import torch
 
 from . import reference as ref
+from . import gluon_kernels as gk
 from . import triton_kernels as tk
 from . import Case
+
+GLUON = "a Gluon kernel: Gluon does not run in Triton's interpreter"
 
 INT32_MIN, INT32_MAX = -(2 ** 31), 2 ** 31 - 1
 
@@ -37,7 +40,7 @@ def wrap32(values):
 
 
 # --- elementwise and bit operations -------------------------------------------------------------
-def integer_ops_reference(a, b, c):
+def integer_ops_reference(a, b, c, n):
     """INT_OPS in numpy, int64 arithmetic wrapped to int32 (C semantics: / and % truncate toward zero,
     >> on int32 is arithmetic, on uint32 logical)."""
     a64, b64, c64 = (v.astype(np.int64) for v in (a, b, c))
@@ -82,6 +85,10 @@ def integer_ops_reference(a, b, c):
         "udiv": au // ((bu >> 16) | 1),
         "bfrev_not": ~(cu >> 1),
         "popc": ((au & 0xF0F0F0F0) >> 4) + (au & 0x0F0F0F0F),
+        "int16_bitsel": s16((s16(a64) & s16(b64)) | (~s16(a64) & s16(c64))),
+        "uint16_shr": (a64 & 0xFFFF) >> 5,
+        "minus_n": a64 - n,
+        "add64_shr": (a64 << 20) + c64 + n,
     }
     return np.stack([wrap32(rows[name]) for name in tk.INT_OPS])
 
@@ -100,9 +107,32 @@ def run_integer_ops(launch, rng):
     out = tensor(np.full((tk.NUM_INT_OPS, n), 0x5A5A5A5A, dtype=np.int32))
     launch(tk.integer_ops_kernel, (triton_cdiv(n, block),), tensor(a), tensor(b), tensor(c), out, n, BLOCK=block,
            num_warps=4)
-    expected = integer_ops_reference(a, b, c)
+    expected = integer_ops_reference(a, b, c, n)
     for row, name in enumerate(tk.INT_OPS):
         ref.check_equal("integer_ops", name, out.numpy()[row], expected[row])
+
+
+def run_byte_ops(launch, rng):
+    """Bytes and 16-bit halves packed in dwords (SDWA selects, 16-bit VALU, bitop3_b16): every byte value, int16
+    wraparound, bf16 packing of fp32 (RNE), 100 rows over 2 programs (a masked tail)."""
+    rows = 100
+    b = rng.integers(0, 256, (rows, 16), dtype=np.uint8)
+    b[:16] = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    h = rng.integers(-(2 ** 15), 2 ** 15, (rows, 8)).astype(np.int16)
+    h[0, :4] = [-(2 ** 15), 2 ** 15 - 1, -1, 0x0100]
+    f = (rng.standard_normal((rows, 8)) * 1000).astype(np.float32)
+    field = tensor(np.zeros((rows, 16), dtype=np.int32))
+    half = tensor(np.zeros((tk.NUM_HALF_OPS, rows, 8), dtype=np.int16))
+    pack = torch.zeros((rows, 8), dtype=torch.bfloat16)
+    launch(tk.byte_ops_kernel, (triton_cdiv(rows, 64),), tensor(b), tensor(h), tensor(f), field, half, pack, rows,
+           ROWS=64, num_warps=4)
+    ref.check_equal("byte_ops", "byte << 23", field.numpy(), (b.astype(np.int64) << 23).astype(np.int32))
+    h64, low, high = h.astype(np.int64), b[:, :8].astype(np.int64), b[:, 8:].astype(np.int64)
+    expected = {"add_hi": h64 + 0x7F00, "bitsel": (h64 & 0x0FF0) | (~h64 & low), "shr": (h64 & 0xFFFF) >> 3,
+                "byte_shl": high << 8}
+    for row, name in enumerate(tk.HALF_OPS):
+        ref.check_equal("byte_ops", f"int16 {name}", half.numpy()[row], expected[name].astype(np.uint16).view(np.int16))
+    ref.check_equal("byte_ops", "bf16 of f x 0.5", bits_of(pack), ref.bf16_bits(f * np.float32(0.5)))
 
 
 def float_ops_reference(x, y, z, i):
@@ -129,6 +159,10 @@ def float_ops_reference(x, y, z, i):
             "mul_add_pair": x64 * 3.0 + (y * np.float32(0.25)).astype(np.float64),
             "rcp_scaled": 1.0 / (y * np.float32(8.0)).astype(np.float64),
             "eq_select": np.where(x64 == z64, y64, x64),
+            "is_eq": (x64 == z64).astype(np.float64),
+            "is_ne": (x64 != z64).astype(np.float64),
+            "is_ge": (x64 >= y64).astype(np.float64),
+            "not_lt": np.where(x64 < y64, 0.0, 1.0),
         }
     return rows
 
@@ -186,14 +220,15 @@ def run_block_reduce(launch, rng):
     x[rng.integers(0, n)] = -123.5  # the largest magnitude is negative
     i = rng.integers(-10 ** 9, 10 ** 9, n).astype(np.int32)
     out = tensor(np.zeros(3, dtype=np.float32))
-    out_i = tensor(np.zeros(3, dtype=np.int32))
+    out_i = tensor(np.zeros(4, dtype=np.int32))
     launch(tk.block_reduce_kernel, (1,), tensor(x), tensor(i), out, out_i, n, BLOCK=1024, num_warps=8)
     got = out.numpy()
     ref.check_equal("block_reduce", "max", got[0], x.max())
     ref.check_close("block_reduce", "sum", got[1], x.astype(np.float64).sum(), rtol=1e-5, atol=1e-3)
     ref.check_equal("block_reduce", "max |x|", got[2], np.abs(x).max())
-    ref.check_equal("block_reduce", "int max, min, sum", out_i.numpy(),
-                    np.array([i.max(), i.min(), wrap32(i.astype(np.int64).sum())], dtype=np.int32))
+    ref.check_equal("block_reduce", "int max, min, sum; the branch on max x > 16", out_i.numpy(),
+                    np.array([i.max(), i.min(), wrap32(i.astype(np.int64).sum()), 1 if x.max() > 16 else 2],
+                             dtype=np.int32))
 
 
 def run_tile_reduce(launch, rng):
@@ -274,6 +309,17 @@ def _dot_case(name, m, n, k, num_warps, trans_b=False):
                M=m, N=n, K=k, TRANS_B=trans_b, num_warps=num_warps)
         ref.check_product(name, out.numpy(), a, b, c)
     return run
+
+
+def run_dot_fp8(launch, rng):
+    """tl.dot of e4m3fn operands (32, 128) @ (128, 64) + c, B row-major (N contiguous: a transposing LDS read)."""
+    m, n, k = 32, 64, 128
+    a_codes, b_codes = ref.random_e4m3(rng, (m, k)), ref.random_e4m3(rng, (k, n))
+    c = rng.standard_normal((m, n)).astype(np.float32)
+    out = tensor(np.full((m, n), np.nan, dtype=np.float32))
+    launch(tk.dot_kernel, (1,), tensor(a_codes).view(torch.float8_e4m3fn), tensor(b_codes).view(torch.float8_e4m3fn),
+           tensor(c), out, k, 1, n, 1, M=m, N=n, K=k, TRANS_B=False, num_warps=4)
+    ref.check_product("dot_fp8", out.numpy(), ref.e4m3_values(a_codes), ref.e4m3_values(b_codes), c)
 
 
 def _scaled_operand(rng, fmt, rows, k):
@@ -440,7 +486,8 @@ def split_bounds(start, end, num_splits, block_n):
 
 
 def attention_reference(q_values, k_values, indptr, num_splits, block_n):
-    """float64 answers: per split m, l, acc, acc's error scale (p @ |v|), and per sequence out and its scale."""
+    """float64 answers: per split m, l, acc, acc's error scale (p @ |v|), and per sequence out and its scale; a
+    sequence whose range is invalid has m and out NaN, l and acc 0."""
     batch = q_values.shape[0]
     m = np.full((batch, num_splits, 16), -np.inf)
     l = np.zeros((batch, num_splits, 16))
@@ -451,6 +498,9 @@ def attention_reference(q_values, k_values, indptr, num_splits, block_n):
     v_values = k_values[:, :NOPE_DIMS]
     for seq in range(batch):
         start, end = indptr[seq], indptr[seq + 1]
+        if not 0 <= start <= end <= k_values.shape[0]:  # an invalid range: no row read, m NaN, output NaN
+            m[seq], out[seq] = np.nan, np.nan
+            continue
         ranges = [(split, lo, hi) for split, (lo, hi) in enumerate(split_bounds(start, end, num_splits, block_n))]
         for split, lo, hi in ranges + [(None, start, end)]:
             if lo >= hi:
@@ -482,8 +532,8 @@ def _attention_case(name, block_n, num_warps, num_stages, scores, convert, merge
                     pin=False):
     def run(launch, rng):
         lengths = [2 * block_n + block_n // 3 + 1, 0, block_n + block_n // 5 + 1]
-        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-        batch, num_splits, total_kv = len(lengths), 2, int(indptr[-1]) + 5
+        indptr = np.concatenate([[0], np.cumsum(lengths), [3]]).astype(np.int32)  # sequence 3: start > end, invalid
+        batch, num_splits, total_kv = len(lengths) + 1, 2, int(indptr[-2]) + 5
         q_bits, q_values = exact_q(rng, batch)
         codes, scales, k_values = exact_kv(rng, total_kv)
         q8 = tensor(np.zeros((batch, 16, QK_DIMS), dtype=np.uint8))
@@ -518,7 +568,9 @@ def _attention_case(name, block_n, num_warps, num_stages, scores, convert, merge
                             np.concatenate([nope_scales, rope_scales[:, :1]], axis=1))
         m, l, acc, acc_scale, expected_out, out_scale = attention_reference(q_values, k_values, indptr, num_splits,
                                                                             block_n)
-        ref.check_equal(name, "split max m (exact scores)", part_ml.numpy()[:, :, 0], m.astype(np.float32))
+        got_m = part_ml.numpy()[:, :, 0]
+        ref.check_equal(name, "split max m (exact scores; NaN: invalid range)", np.where(np.isnan(got_m), 1e30, got_m),
+                        np.where(np.isnan(m), 1e30, m).astype(np.float32))
         ref.check_close(name, "split sum l", part_ml.numpy()[:, :, 1], l, rtol=1e-4)
         check_within(name, "split values acc", part_acc.numpy(), acc, acc_scale, P_BF16_BOUND)
         if merge == tk.FUSED.value:
@@ -529,6 +581,60 @@ def _attention_case(name, block_n, num_warps, num_stages, scores, convert, merge
             got = ref.bf16_values(bits_of(merged)).astype(np.float64)
             check_within(name, "merged out (bf16)", got, expected_out, out_scale, P_BF16_BOUND + 2.0 ** -8)
     return run
+
+
+def run_e2m1_to_bf16(launch, rng, convert):
+    """Every e2m1 code (both nibbles of every byte value) under e8m0 bytes 1..252, plus bytes 0 (2^-127: the results
+    are bf16 denormals, exact) and 255 (NaN): exact bf16 bits (no rounding: 2 significant bits; no overflow)."""
+    words_per_row, rows = 8, 70
+    bytes_ = rng.integers(0, 256, (rows, 4 * words_per_row), dtype=np.uint8)
+    bytes_[:8] = np.arange(256, dtype=np.uint8).reshape(8, 32)  # every byte: every (low, high) code pair
+    scales = rng.integers(1, 253, (rows, words_per_row // 4)).astype(np.uint8)
+    scales[:8, 0] = np.arange(8) * 35 + 1
+    scales[8:11, 1] = [0, 255, 252]
+    out = torch.zeros((rows + 2, 8 * words_per_row), dtype=torch.bfloat16)
+    launch(tk.e2m1_to_bf16_kernel, (triton_cdiv(rows, 16),), tensor(bytes_).view(torch.int32), tensor(scales), out,
+           rows, WORDS=words_per_row, ROWS=16, CONVERT=convert, num_warps=4)
+    values = ref.unpack_e2m1(bytes_, axis=1) * np.repeat(ref.e8m0_values(scales), 32, axis=1)
+    expected = ref.bf16_bits(values.astype(np.float32))
+    got = bits_of(out)
+    nan = np.isnan(values)
+    name = "e2m1_to_bf16_" + ("asm" if convert == tk.CVT_ASM.value else "portable")
+    ref.check_equal(name, "bf16 bits (NaN: any NaN)", np.where(nan, (got[:rows] & 0x7FFF) > 0x7F80, got[:rows]),
+                    np.where(nan, True, expected))
+    ref.check_equal(name, "rows past the end", got[rows:], np.zeros((2, 8 * words_per_row), dtype=np.uint16))
+
+
+def run_async_copy(launch, rng):
+    """Gluon: 150 rows (5 tiles of 32, the last masked) through the async-copy ring: every element exact."""
+    rows = 150
+    x = rng.integers(-(2 ** 28), 2 ** 28, (rows, 32)).astype(np.int32)
+    s = rng.integers(-(2 ** 28), 2 ** 28, (rows, 4)).astype(np.int32)
+    out_x = tensor(np.full((rows + 2, 32), 7, dtype=np.int32))
+    out_s = tensor(np.full((rows + 2, 4), 7, dtype=np.int32))
+    launch(gk.async_copy_kernel, (1,), tensor(x), tensor(s), out_x, out_s, rows, num_warps=4)
+    ref.check_equal("async_copy", "3 x + row", out_x.numpy()[:rows], wrap32(3 * x.astype(np.int64) + np.arange(rows)[:, None]))
+    ref.check_equal("async_copy", "5 s - 1", out_s.numpy()[:rows], wrap32(5 * s.astype(np.int64) - 1))
+    ref.check_equal("async_copy", "rows past the end", np.concatenate([out_x.numpy()[rows:].ravel(),
+                                                                        out_s.numpy()[rows:].ravel()]),
+                    np.full(2 * 36, 7, dtype=np.int32))
+
+
+def run_fp4_upcast(launch, rng):
+    """Gluon: gl.fp4_to_fp (Triton's own e2m1 -> bf16) of every byte value, 3 programs (a masked tail), and their
+    tickets from a buffer atomic (a permutation of 0..2; the counter ends at 3)."""
+    rows, programs = 150, 3
+    packed = rng.integers(0, 256, (rows, 16), dtype=np.uint8)
+    packed[:16] = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    out = torch.zeros((rows + 1, 32), dtype=torch.bfloat16)
+    counter = tensor(np.zeros(1, dtype=np.int32))
+    tickets = tensor(np.full(programs, -1, dtype=np.int32))
+    launch(gk.fp4_upcast_kernel, (programs,), tensor(packed), out, counter, tickets, rows, num_warps=4)
+    expected = ref.bf16_bits(ref.unpack_e2m1(packed, axis=1).astype(np.float32))
+    ref.check_equal("fp4_upcast", "bf16 bits", bits_of(out)[:rows], expected)
+    ref.check_equal("fp4_upcast", "row past the end", bits_of(out)[rows:], np.zeros((1, 32), dtype=np.uint16))
+    ref.check_equal("fp4_upcast", "sorted tickets", np.sort(tickets.numpy()), np.arange(programs, dtype=np.int32))
+    ref.check_equal("fp4_upcast", "counter", counter.numpy(), np.array([programs], dtype=np.int32))
 
 
 def run_merge_partials(launch, rng):
@@ -560,6 +666,8 @@ def run_merge_partials(launch, rng):
 CASES = [
     Case("integer_ops", run_integer_ops, "int32/int16 VALU: mul_lo/hi, 24-bit mad/mul, 64-bit mad, shifts, bfe, "
          "perm, bitop3, add3/or3/xad/and_or/lshl_*, min/max/med3, integer division (rcp_iflag, cvt u32/f32)"),
+    Case("byte_ops", run_byte_ops, "packed bytes and halves: SDWA byte/word selects, 16-bit add/shift/bitop3, "
+         "bf16 packing"),
     Case("float_ops", run_float_ops, "fp32 VALU: fma with neg modifiers, fmac, div_scale/fmas/fixup + rcp, exp, "
          "max/min/med3, |abs| modifiers, compares (o/u/lg/eq/lt), cvt i32/u32 <-> f32, packed fp32"),
     Case("masked_tail", run_masked_tail, "exec masking and bounds: a masked tail, stores past n dropped"),
@@ -576,9 +684,10 @@ CASES = [
     Case("dot_bf16_32x32", _dot_case("dot_bf16_32x32", 64, 64, 64, 4), "v_mfma_f32_32x32x16_bf16 (M, N >= 32)"),
     Case("dot_bf16_trans_b", _dot_case("dot_bf16_trans_b", 32, 64, 64, 4, trans_b=True),
          "transposed LDS read of B (ds_read_b64_tr_b16)"),
-    Case("dot_scaled_e4m3_e2m1_16", _dot_scaled_case("dot_scaled_e4m3_e2m1_16", 16, 64, 256, "e4m3", "e2m1", 4),
+    Case("dot_fp8", run_dot_fp8, "tl.dot on e4m3fn operands (fp8 MFMA), B read transposed from LDS (ds_read_b64_tr_b8)"),
+    Case("dot_scaled_e4m3_e2m1_16", _dot_scaled_case("dot_scaled_e4m3_e2m1_16", 16, 64, 512, "e4m3", "e2m1", 4),
          "v_mfma_scale_f32_16x16x128_f8f6f4 (cbsz/blgp, scale operands, op_sel), e4m3 x e2m1"),
-    Case("dot_scaled_e2m1_e2m1_16", _dot_scaled_case("dot_scaled_e2m1_e2m1_16", 16, 64, 256, "e2m1", "e2m1", 4),
+    Case("dot_scaled_e2m1_e2m1_16", _dot_scaled_case("dot_scaled_e2m1_e2m1_16", 16, 64, 512, "e2m1", "e2m1", 4),
          "v_mfma_scale_f32_16x16x128_f8f6f4, e2m1 x e2m1"),
     Case("dot_scaled_e4m3_e2m1_32", _dot_scaled_case("dot_scaled_e4m3_e2m1_32", 64, 64, 128, "e4m3", "e2m1", 4),
          "v_mfma_scale_f32_32x32x64_f8f6f4, e4m3 x e2m1"),
@@ -603,6 +712,11 @@ CASES = [
                                                        tk.CVT_PORTABLE.value, tk.PARTIALS.value, merge_chunk=4,
                                                        merge_dims=32, pin=True),
          "the bf16 form with the e2m1 decode in integer and fp16 ops (v_cvt_f32_f16, 16-bit compares, SDWA)"),
+    Case("e2m1_to_bf16_asm", lambda launch, rng: run_e2m1_to_bf16(launch, rng, tk.CVT_ASM.value),
+         "fp4 -> bf16 by inline v_cvt_scalef32_pk_bf16_fp4 (op_sel bytes 0..3) over every code and scale, 2^-127 and "
+         "NaN scales; its join/reshape into dim order"),
+    Case("e2m1_to_bf16_portable", lambda launch, rng: run_e2m1_to_bf16(launch, rng, tk.CVT_PORTABLE.value),
+         "fp4 -> bf16 in integer and fp16 ops: 16-bit shifts and compares, v_cvt_f32_f16, bf16 packing"),
     Case("merge_partials", run_merge_partials, "a log-sum-exp merge of split partials at 512 dims: reductions over "
          "the split axis (DPP row_shl/row_shr with bank masks, ds_swizzle, LDS), exp, division, NaN/-inf handling"),
     Case("quantize_blocks", run_quantize_blocks, "per-32-block e4m3 quantization: max |x| (v_max3 with |abs|), "
@@ -612,6 +726,10 @@ CASES = [
          "clamp (v_med3_f32), fp8 conversion"),
     Case("quantize_tensor_two_pass", _quantize_tensor_case("quantize_tensor_two_pass", 9, 16, 4, True),
          "the same in two launches: partial maxima, then a loop over them (scalar control flow)"),
+    Case("async_copy", run_async_copy, "Gluon buffer_load_to_shared (buffer_load_dword/dwordx4 ... lds through M0), "
+         "commit_group / wait_group (s_waitcnt vmcnt), a 3-slot LDS ring, masked rows, buffer stores", GLUON),
+    Case("fp4_upcast", run_fp4_upcast, "Gluon gl.fp4_to_fp (Triton's e2m1 -> bf16), buffer loads/stores, a buffer "
+         "atomic add returning the old value, an int sum across 4 warps (DPP v_add_u32)", GLUON),
     Case("ticket", run_ticket, "atomics across programs: global_atomic_add returning the old value (v_mbcnt, "
          "s_bcnt1), acq_rel fences (buffer_wbl2, buffer_inv), .cg loads"),
 ]

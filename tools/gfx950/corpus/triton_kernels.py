@@ -11,10 +11,12 @@ import triton.language as tl
 # rows of integer_ops_kernel's output, in order (cases.py computes the same list in numpy)
 INT_OPS = ("mul_add", "xor_ashr", "lshr", "bfe_u", "bfe_i", "byte_perm", "max", "min", "med3", "div", "rem",
            "bitsel", "xor3", "and_xor", "int16_add", "int16_shl", "mad_u24", "mul_u24", "mul_i24", "add3", "or3",
-           "xad", "and_or", "lshl_add", "add_lshl", "lshl_or", "umulhi", "mul64_shr", "udiv", "bfrev_not", "popc")
+           "xad", "and_or", "lshl_add", "add_lshl", "lshl_or", "umulhi", "mul64_shr", "udiv", "bfrev_not", "popc",
+           "int16_bitsel", "uint16_shr", "minus_n", "add64_shr")
 NUM_INT_OPS = tl.constexpr(len(INT_OPS))
 FLOAT_OPS = ("fma", "fms", "fnma", "div", "exp2", "max", "min", "clamp", "abs_max", "sub", "where_lt", "nan_to_zero",
-             "to_int", "from_int", "from_uint", "mul_add_pair", "rcp_scaled", "eq_select")
+             "to_int", "from_int", "from_uint", "mul_add_pair", "rcp_scaled", "eq_select", "is_eq", "is_ne", "is_ge",
+             "not_lt")
 NUM_FLOAT_OPS = tl.constexpr(len(FLOAT_OPS))
 
 
@@ -66,9 +68,44 @@ def integer_ops_kernel(a_ptr, b_ptr, c_ptr, out_ptr, n, BLOCK: tl.constexpr):
         (au // ((bu >> 16) | 1)).to(tl.int32, bitcast=True),
         ~(cu >> 1).to(tl.int32, bitcast=True),
         ((au & 0xF0F0F0F0) >> 4).to(tl.int32, bitcast=True) + (au & 0x0F0F0F0F).to(tl.int32, bitcast=True),
+        ((a16 & b16) | (~a16 & c.to(tl.int16))).to(tl.int32),
+        (a.to(tl.uint16) >> 5).to(tl.int32),
+        a - n,
+        ((a.to(tl.int64) << 20) + c.to(tl.int64) + n).to(tl.int32),
     )
     for k in tl.static_range(NUM_INT_OPS):
         tl.store(out_ptr + k * n + offs, results[k], mask=ok)
+
+
+HALF_OPS = ("add_hi", "bitsel", "shr", "byte_shl")
+NUM_HALF_OPS = tl.constexpr(len(HALF_OPS))
+
+
+@triton.jit
+def byte_ops_kernel(b_ptr, h_ptr, f_ptr, field_ptr, half_ptr, pack_ptr, rows, ROWS: tl.constexpr):
+    """Narrow integers packed in registers; program p takes rows [p ROWS, + ROWS), masked past `rows`.
+    b (rows, 16) uint8 -> field (rows, 16) int32 = b << 23 (a byte as a float's exponent field);
+    h (rows, 8) int16 -> half (NUM_HALF_OPS, rows, 8) int16: h + 0x7F00, (h & 0x0FF0) | (~h & b[:, :8]), h as uint16
+    >> 3, b[:, 8:] << 8 (16-bit);
+    f (rows, 8) float32 -> pack (rows, 8) bf16 = f x 0.5 (rounded to nearest even)."""
+    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    ok = (r < rows)[:, None]
+    cols8 = tl.arange(0, 8)[None, :]
+    b = tl.load(b_ptr + r[:, None] * 16 + tl.arange(0, 16)[None, :], mask=ok, other=0)
+    tl.store(field_ptr + r[:, None] * 16 + tl.arange(0, 16)[None, :], b.to(tl.int32) << 23, mask=ok)
+    h = tl.load(h_ptr + r[:, None] * 8 + cols8, mask=ok, other=0)
+    low_bytes = tl.load(b_ptr + r[:, None] * 16 + cols8, mask=ok, other=0).to(tl.int16)
+    high_bytes = tl.load(b_ptr + r[:, None] * 16 + 8 + cols8, mask=ok, other=0).to(tl.int16)
+    results = (
+        h + 0x7F00,
+        (h & 0x0FF0) | (~h & low_bytes),
+        (h.to(tl.uint16, bitcast=True) >> 3).to(tl.int16, bitcast=True),
+        high_bytes << 8,
+    )
+    for k in tl.static_range(NUM_HALF_OPS):
+        tl.store(half_ptr + k * rows * 8 + r[:, None] * 8 + cols8, results[k], mask=ok)
+    f = tl.load(f_ptr + r[:, None] * 8 + cols8, mask=ok, other=0.0)
+    tl.store(pack_ptr + r[:, None] * 8 + cols8, (f * 0.5).to(tl.bfloat16), mask=ok)
 
 
 @triton.jit
@@ -99,6 +136,10 @@ def float_ops_kernel(x_ptr, y_ptr, z_ptr, i_ptr, out_ptr, n, BLOCK: tl.constexpr
         x * 3.0 + y * 0.25,
         1.0 / (y * 8.0),
         tl.where(x == z, y, x),
+        (x == z).to(tl.float32),
+        (x != z).to(tl.float32),
+        (x >= y).to(tl.float32),
+        tl.where(x < y, 0.0, 1.0),
     )
     for k in tl.static_range(NUM_FLOAT_OPS):
         tl.store(out_ptr + k * n + offs, results[k], mask=ok)
@@ -116,8 +157,8 @@ def masked_tail_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 # --- reductions ----------------------------------------------------------------------------------
 @triton.jit
 def block_reduce_kernel(x_ptr, i_ptr, out_ptr, out_i_ptr, n, BLOCK: tl.constexpr):
-    """One program: x (n,) float32, i (n,) int32 -> out (3,) = max, sum, max |x| of x; out_i (3,) = max, min, sum
-    (wrapping) of i (n <= BLOCK, masked lanes neutral)."""
+    """One program: x (n,) float32, i (n,) int32 -> out (3,) = max, sum, max |x| of x; out_i (4,) = max, min, sum
+    (wrapping) of i, then 1 if max x > 16 else 2 (n <= BLOCK, masked lanes neutral)."""
     offs = tl.arange(0, BLOCK)
     ok = offs < n
     x = tl.load(x_ptr + offs, mask=ok, other=float("-inf"))
@@ -128,6 +169,10 @@ def block_reduce_kernel(x_ptr, i_ptr, out_ptr, out_i_ptr, n, BLOCK: tl.constexpr
     tl.store(out_i_ptr, tl.max(i, axis=0))
     tl.store(out_i_ptr + 1, tl.min(tl.where(ok, i, 2**31 - 1), axis=0))
     tl.store(out_i_ptr + 2, tl.sum(tl.where(ok, i, 0), axis=0))
+    if tl.max(x, axis=0) > 16.0:  # a uniform branch on a value every lane holds
+        tl.store(out_i_ptr + 3, 1)
+    else:
+        tl.store(out_i_ptr + 3, 2)
 
 
 @triton.jit
@@ -172,7 +217,8 @@ def float_conversions_kernel(x_ptr, h_ptr, b_ptr, bf16_out_ptr, f32_from_fp16_pt
 @triton.jit
 def dot_kernel(a_ptr, b_ptr, c_ptr, out_ptr, stride_am, stride_ak, stride_bk, stride_bn, M: tl.constexpr,
                N: tl.constexpr, K: tl.constexpr, TRANS_B: tl.constexpr):
-    """One program: out (M, N) float32 = a (M, K) @ b (K, N) + c (M, N); a, b bf16 with the given strides.
+    """One program: out (M, N) float32 = a (M, K) @ b (K, N) + c (M, N); a, b bf16 (or both e4m3fn) with the given
+    strides.
     TRANS_B: b is read as tl.trans of an (N, K) tile (b's strides still index b[k, n])."""
     m = tl.arange(0, M)
     n = tl.arange(0, N)
@@ -308,6 +354,7 @@ HEADS = tl.constexpr(16)
 NOPE_DIMS = tl.constexpr(128)
 ROPE_DIMS = tl.constexpr(32)
 SCALED_K = tl.constexpr(128)  # the scaled MFMA's K: the rope dims are padded to it
+MERGE_HEADS = tl.constexpr(4)  # heads the FUSED merge holds at once
 SCALED, BF16_SCORES = tl.constexpr(0), tl.constexpr(1)   # SCORES: tl.dot_scaled e4m3 x e2m1 | bf16 tl.dot
 CVT_ASM, CVT_PORTABLE = tl.constexpr(0), tl.constexpr(1)  # CONVERT: v_cvt_scalef32_pk_bf16_fp4 | integer/fp16 ops
 PARTIALS, FUSED = tl.constexpr(0), tl.constexpr(1)        # MERGE: partials only | the last program merges too
@@ -322,15 +369,18 @@ E2M1_PAIRS_ASM = tl.constexpr("""
 
 @triton.jit
 def _split_rows(kv_indptr_ptr, total_kv, num_splits, BLOCK_N: tl.constexpr):
-    """This program's KV rows [lo, hi) (whole tiles per split, the last split short) and where its full tiles end."""
+    """(seq, range_ok, lo, full_end, hi): this program's KV rows [lo, hi) (whole tiles per split, the last split short,
+    none when the sequence's range is invalid: start < 0, start > end or end > total_kv) and where its full tiles end."""
     seq = tl.program_id(1)
     start = tl.load(kv_indptr_ptr + seq)
-    end = tl.minimum(tl.load(kv_indptr_ptr + seq + 1), total_kv)
-    tiles_per_split = tl.cdiv(tl.cdiv(tl.maximum(end - start, 0), BLOCK_N), num_splits)
+    end = tl.load(kv_indptr_ptr + seq + 1)
+    range_ok = (start >= 0) & (start <= end) & (end <= total_kv)
+    end = tl.where(range_ok, end, start)
+    tiles_per_split = tl.cdiv(tl.cdiv(end - start, BLOCK_N), num_splits)
     lo = start + tl.program_id(0) * tiles_per_split * BLOCK_N
     hi = tl.minimum(lo + tiles_per_split * BLOCK_N, end)
     full_end = lo + tl.maximum(hi - lo, 0) // BLOCK_N * BLOCK_N
-    return seq, lo, full_end, hi
+    return seq, range_ok, lo, full_end, hi
 
 
 @triton.jit
@@ -343,18 +393,19 @@ def _pin(x, PIN: tl.constexpr):
 
 @triton.jit
 def _e2m1_nibble(words, SHIFT: tl.constexpr, scale):
-    """Code (words >> SHIFT) & 15 times scale as bf16: sxyz as the fp16 s00xyz000000000 = value x 2^-14, times
-    2^14 x scale (exact in float32 and in bf16)."""
+    """Code (words >> SHIFT) & 15 times scale as bf16: sxyz as the fp16 s00xyz000000000 = value x 2^-14, times 2^14,
+    then times scale (exact in float32 and in bf16 where the product is finite)."""
     code = (words >> SHIFT) & 0xF
     half = (((code & 0x7) << 9) | ((code & 0x8) << 12)).to(tl.int16).to(tl.float16, bitcast=True)
-    return (half.to(tl.float32) * scale).to(tl.bfloat16)
+    return (half.to(tl.float32) * 16384.0 * scale).to(tl.bfloat16)
 
 
 @triton.jit
 def _e2m1_to_bf16(words, scale_bytes, ROWS: tl.constexpr, WORDS: tl.constexpr, CONVERT: tl.constexpr,
                   PIN: tl.constexpr):
     """words (ROWS, WORDS) int32 (code q of word j: dim 8j + q, bits 4q..4q+3), scale_bytes (ROWS, WORDS / 4) int32
-    e8m0 -> (ROWS, 8 WORDS) bf16 values in dim order (code value x 2^(scale - 127), exact)."""
+    e8m0 -> (ROWS, 8 WORDS) bf16 values in dim order: code value x 2^(scale - 127) (scale 0: 2^-127; 255: NaN),
+    exact. CVT_ASM passes the scale byte as a float32's exponent field, all the instruction reads."""
     exponent_field = tl.reshape(tl.broadcast_to((scale_bytes << 23)[:, :, None], (ROWS, WORDS // 4, 4)), (ROWS, WORDS))
     if CONVERT == CVT_ASM:
         p0, p1, p2, p3 = tl.inline_asm_elementwise(
@@ -366,7 +417,9 @@ def _e2m1_to_bf16(words, scale_bytes, ROWS: tl.constexpr, WORDS: tl.constexpr, C
         low2, high2 = p2.to(tl.int16).to(tl.bfloat16, bitcast=True), (p2 >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
         low3, high3 = p3.to(tl.int16).to(tl.bfloat16, bitcast=True), (p3 >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
     else:
-        scale = exponent_field.to(tl.float32, bitcast=True) * 16384.0
+        # 2^(byte - 127): byte 0 is the float32 denormal 2^-127, byte 255 NaN
+        scale_bits = tl.where(exponent_field == 0, 0x00400000, exponent_field)
+        scale = tl.where(exponent_field == 255 << 23, 0x7FC00000, scale_bits).to(tl.float32, bitcast=True)
         low0, high0 = _pin(_e2m1_nibble(words, 0, scale), PIN), _pin(_e2m1_nibble(words, 4, scale), PIN)
         low1, high1 = _pin(_e2m1_nibble(words, 8, scale), PIN), _pin(_e2m1_nibble(words, 12, scale), PIN)
         low2, high2 = _pin(_e2m1_nibble(words, 16, scale), PIN), _pin(_e2m1_nibble(words, 20, scale), PIN)
@@ -375,6 +428,19 @@ def _e2m1_to_bf16(words, scale_bytes, ROWS: tl.constexpr, WORDS: tl.constexpr, C
     lows = tl.join(tl.join(low0, low2), tl.join(low1, low3))
     highs = tl.join(tl.join(high0, high2), tl.join(high1, high3))
     return tl.reshape(tl.join(lows, highs), (ROWS, 8 * WORDS))
+
+
+@triton.jit
+def e2m1_to_bf16_kernel(words_ptr, scale_ptr, out_ptr, rows, WORDS: tl.constexpr, ROWS: tl.constexpr,
+                        CONVERT: tl.constexpr):
+    """words (rows, WORDS) int32 of e2m1 codes (code q of word j: element 8j + q), scale (rows, WORDS / 4) e8m0 ->
+    out (rows, 8 WORDS) bf16 by _e2m1_to_bf16; program p converts rows [p ROWS, + ROWS), masked past `rows`."""
+    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    ok = (r < rows)[:, None]
+    words = tl.load(words_ptr + r[:, None] * WORDS + tl.arange(0, WORDS)[None, :], mask=ok, other=0)
+    scales = tl.load(scale_ptr + r[:, None] * (WORDS // 4) + tl.arange(0, WORDS // 4)[None, :], mask=ok, other=127)
+    values = _e2m1_to_bf16(words, scales.to(tl.int32), ROWS, WORDS, CONVERT, False)
+    tl.store(out_ptr + r[:, None] * (8 * WORDS) + tl.arange(0, 8 * WORDS)[None, :], values, mask=ok)
 
 
 @triton.jit
@@ -473,13 +539,14 @@ def split_attention_kernel(qb_ptr, q8_ptr, qs_ptr, kv_ptr, kv_words_ptr, scale_p
                  split 0 writes q8_ptr (batch, 16, 160) e4m3 bytes, qs_ptr (batch, 16, 5) e8m0
     kv_ptr       (total_kv, kv_row_bytes) bytes: 160 e2m1 codes in pairs (bytes 0..79); kv_words_ptr the same as int32
     scale_ptr    (total_kv, scale_row_stride) e8m0: byte j scales dims 32j..32j+31 (5 per row)
-    kv_indptr    (batch + 1,) int32
+    kv_indptr    (batch + 1,) int32; an invalid range (start < 0, start > end, end > total_kv) reads no row and
+                 its partials' m is NaN (FUSED: its output NaN)
     part_acc     (batch, num_splits, 16, 128) float32: sum over the split's rows of p v (p = 2^((s - m) qk_scale_log2)
                  rounded to bf16; v = the row's nope dims); part_ml (batch, num_splits, 2, 16): m (the split's largest
                  raw score, -inf if empty), l (sum of p)
     count_ptr    (batch,) int32 from 0 (FUSED): the program drawing ticket num_splits - 1 merges the sequence's splits
                  into out (batch, 16, 128) float32 = sum p v / sum p over the whole sequence (0 when empty)"""
-    seq, lo, full_end, hi = _split_rows(kv_indptr_ptr, total_kv, num_splits, BLOCK_N)
+    seq, range_ok, lo, full_end, hi = _split_rows(kv_indptr_ptr, total_kv, num_splits, BLOCK_N)
     heads = tl.arange(0, HEADS)
     if SCORES == SCALED:
         q_ops = _quantized_q(qb_ptr, q8_ptr, qs_ptr, seq, tl.program_id(0))
@@ -502,31 +569,45 @@ def split_attention_kernel(qb_ptr, q8_ptr, qs_ptr, kv_ptr, kv_words_ptr, scale_p
                                         True)
     part = seq * num_splits + tl.program_id(0)
     tl.store(part_acc_ptr + part * (HEADS * NOPE_DIMS) + _acc_offsets(SCORES), acc)
-    tl.store(part_ml_ptr + part * (2 * HEADS) + heads, m_i)
+    tl.store(part_ml_ptr + part * (2 * HEADS) + heads, tl.where(range_ok, m_i, float("nan")))
     tl.store(part_ml_ptr + part * (2 * HEADS) + HEADS + heads, l_i)
     if MERGE == FUSED:
         tl.debug_barrier()
         if tl.atomic_add(count_ptr + seq, 1, sem="acq_rel", scope="gpu") == num_splits - 1:
-            m_run = tl.full([HEADS], float("-inf"), tl.float32)
-            l_run = tl.zeros([HEADS], tl.float32)
-            acc_run = tl.zeros([HEADS, NOPE_DIMS], tl.float32)
-            for split in range(0, num_splits):
-                row = (seq * num_splits + split) * (2 * HEADS)
-                m = tl.load(part_ml_ptr + row + heads, cache_modifier=".cg")
-                l = tl.load(part_ml_ptr + row + HEADS + heads, cache_modifier=".cg")
-                part_acc = tl.load(part_acc_ptr + (seq * num_splits + split) * (HEADS * NOPE_DIMS)
-                                   + heads[:, None] * NOPE_DIMS + tl.arange(0, NOPE_DIMS)[None, :],
-                                   cache_modifier=".cg")
-                m_new = tl.maximum(m_run, m)
-                m_ref = tl.where(m_new > float("-inf"), m_new, 0.0)
-                run_weight = tl.exp2((m_run - m_ref) * qk_scale_log2)
-                weight = tl.exp2((m - m_ref) * qk_scale_log2)
-                acc_run = acc_run * run_weight[:, None] + part_acc * weight[:, None]
-                l_run = l_run * run_weight + l * weight
-                m_run = m_new
-            norm = tl.where(l_run > 0, 1.0 / l_run, 0.0)
-            tl.store(out_ptr + seq * (HEADS * NOPE_DIMS) + heads[:, None] * NOPE_DIMS + tl.arange(0, NOPE_DIMS)[None, :],
-                     acc_run * norm[:, None])
+            for head0 in tl.static_range(0, HEADS, MERGE_HEADS):  # MERGE_HEADS heads of every split a step
+                heads_now = head0 + tl.arange(0, MERGE_HEADS)
+                dims = tl.arange(0, NOPE_DIMS)
+                m_run = tl.full([MERGE_HEADS], float("-inf"), tl.float32)
+                l_run = tl.zeros([MERGE_HEADS], tl.float32)
+                acc_run = tl.zeros([MERGE_HEADS, NOPE_DIMS], tl.float32)
+                invalid = tl.zeros([MERGE_HEADS], tl.int32)
+                for split in range(0, num_splits):
+                    row = part_ml_ptr + (seq * num_splits + split) * (2 * HEADS) + heads_now[None, :]
+                    m = tl.load(row, cache_modifier=".cg")
+                    l = tl.load(row + HEADS, cache_modifier=".cg")
+                    part_acc = tl.load(part_acc_ptr + ((seq * num_splits + split) * HEADS + heads_now[None, :, None])
+                                       * NOPE_DIMS + dims[None, None, :], cache_modifier=".cg")
+                    m_run, l_run, acc_run, invalid = _merge_step(m_run, l_run, acc_run, invalid, m, l, part_acc,
+                                                                 qk_scale_log2)
+                norm = tl.where(invalid > 0, float("nan"), tl.where(l_run > 0, 1.0 / l_run, 0.0))
+                tl.store(out_ptr + (seq * HEADS + heads_now[:, None]) * NOPE_DIMS + dims[None, :],
+                         acc_run * norm[:, None])
+
+
+@triton.jit
+def _merge_step(m_run, l_run, acc_run, invalid, m, l, acc, qk_scale_log2):
+    """Splits' m, l (S, ...) and acc (S, ..., D) merged into the running (m_run, l_run (...), acc_run (..., D),
+    invalid): a split weighs 2^((m_s - M) c) against the largest m, M; a NaN m marks its heads invalid; -inf
+    (empty) weighs 0."""
+    invalid = tl.maximum(invalid, tl.max((m != m).to(tl.int32), axis=0))
+    m = tl.where(m != m, float("-inf"), m)
+    m_new = tl.maximum(m_run, tl.max(m, axis=0))
+    m_ref = tl.where(m_new > float("-inf"), m_new, 0.0)
+    run_weight = tl.exp2((m_run - m_ref) * qk_scale_log2)
+    weight = tl.exp2((m - m_ref) * qk_scale_log2)
+    acc_run = tl.expand_dims(run_weight, -1) * acc_run + tl.sum(tl.expand_dims(weight, -1) * acc, axis=0)
+    l_run = run_weight * l_run + tl.sum(weight * l, axis=0)
+    return m_new, l_run, acc_run, invalid
 
 
 @triton.jit(do_not_specialize=["num_splits"])
@@ -534,7 +615,7 @@ def merge_partials_kernel(out_ptr, part_acc_ptr, part_ml_ptr, num_splits, qk_sca
                           CHUNK: tl.constexpr, DIMS: tl.constexpr):
     """Program (b, h, d) of grid (batch, 16, V / DIMS): out[b, h, d DIMS : + DIMS] (bf16) = sum_s 2^((m_s - M) c) acc_s
     / sum_s 2^((m_s - M) c) l_s over the splits s of sequence b (M their max, c = qk_scale_log2), CHUNK splits a
-    step; NaN when a split's m is NaN (an invalid split), 0 when every split is empty. part_acc (batch,
+    step (_merge_step); NaN when a split's m is NaN (an invalid split), 0 when every split is empty. part_acc (batch,
     num_splits, 16, V) float32, part_ml (batch, num_splits, 2, 16) float32 (m then l)."""
     seq = tl.program_id(0)
     head = tl.program_id(1)
@@ -550,14 +631,6 @@ def merge_partials_kernel(out_ptr, part_acc_ptr, part_ml_ptr, num_splits, qk_sca
         m = tl.load(part_ml_ptr + part * (2 * HEADS) + head, mask=real, other=float("-inf"))
         l = tl.load(part_ml_ptr + part * (2 * HEADS) + HEADS + head, mask=real, other=0.0)
         acc = tl.load(part_acc_ptr + (part[:, None] * HEADS + head) * V + dims[None, :], mask=real[:, None], other=0.0)
-        invalid = tl.maximum(invalid, tl.max((m != m).to(tl.int32), axis=0))
-        m = tl.where(m != m, float("-inf"), m)
-        m_new = tl.maximum(m_run, tl.max(m, axis=0))
-        m_ref = tl.where(m_new > float("-inf"), m_new, 0.0)
-        run_weight = tl.exp2((m_run - m_ref) * qk_scale_log2)
-        weight = tl.exp2((m - m_ref) * qk_scale_log2)
-        acc_run = acc_run * run_weight + tl.sum(acc * weight[:, None], axis=0)
-        l_run = l_run * run_weight + tl.sum(l * weight, axis=0)
-        m_run = m_new
+        m_run, l_run, acc_run, invalid = _merge_step(m_run, l_run, acc_run, invalid, m, l, acc, qk_scale_log2)
     out = tl.where(invalid > 0, float("nan"), tl.where(l_run > 0, acc_run / l_run, 0.0))
     tl.store(out_ptr + (seq * HEADS + head) * V + dims, out.to(tl.bfloat16))
