@@ -637,6 +637,50 @@ def run_fp4_upcast(launch, rng):
     ref.check_equal("fp4_upcast", "counter", counter.numpy(), np.array([programs], dtype=np.int32))
 
 
+def run_gluon_attention(launch, rng):
+    """Gluon: 3 sequences of 200 (two 128-row tiles, the second masked), 0 (empty) and 128 rows. Q (bf16) quantized
+    in the kernel: codes and scales exact; scores exact (Q: e4m3 values with exponent fields 5..8 times 2^-1 or 1,
+    which the quantization keeps; K multiples of 2^-3: sums of 384 products below 2^15 in steps of 2^-9); the
+    softmax-weighted values within the bf16 rounding of P."""
+    lengths = [200, 0, 128]
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    batch, total = len(lengths), int(indptr[-1])
+    shape = (batch, 16, 384)
+    codes_q = (rng.integers(0, 2, shape) << 7) | (rng.integers(5, 9, shape) << 3) | rng.integers(0, 8, shape)
+    q_values = ref.e4m3_values(codes_q) * np.exp2(-rng.integers(0, 2, shape))
+    q8_nope, qs_nope = e4m3_blocks_reference(q_values[:, :, :256].reshape(-1, 256).astype(np.float32))
+    q8_rope, qs_rope = e4m3_blocks_reference(q_values[:, :, 256:].reshape(-1, 128).astype(np.float32))
+    codes = rng.integers(0, 256, (total, 192), dtype=np.uint8)
+    scales = rng.integers(125, 129, (total + 1, 12)).astype(np.uint8)  # a row of slack: whole words are copied
+    k_values = ref.unpack_e2m1(codes, axis=1) * np.repeat(ref.e8m0_values(scales[:total]), 32, axis=1)
+    q8, qs = tensor(np.zeros(shape, dtype=np.uint8)), tensor(np.zeros((batch, 16, 12), dtype=np.uint8))
+    scores = tensor(np.full((batch, 16, 256), np.nan, dtype=np.float32))
+    m = tensor(np.zeros((batch, 16), dtype=np.float32))
+    out = tensor(np.full((batch, 16, 128), np.nan, dtype=np.float32))
+    launch(gk.gluon_attention_kernel, (batch,), tensor(ref.bf16_bits(q_values.astype(np.float32))).view(torch.bfloat16),
+           q8, qs, tensor(codes), tensor(scales), tensor(indptr), scores, m, out, ATTENTION_LOG2, num_warps=4)
+    name = "gluon_attention"
+    ref.check_equal(name, "quantized Q scales", qs.numpy().reshape(-1, 12), np.concatenate([qs_nope, qs_rope], axis=1))
+    ref.check_equal(name, "quantized Q codes", q8.numpy().reshape(-1, 384), np.concatenate([q8_nope, q8_rope], axis=1))
+    for seq, (start, end) in enumerate(zip(indptr[:-1], indptr[1:])):
+        tiles = triton_cdiv(end - start, 128)
+        expected = np.full((16, 256), np.nan)
+        expected[:, :128 * min(tiles, 2)] = -np.inf
+        expected[:, :end - start] = q_values[seq] @ k_values[start:end].T
+        ref.check_equal(name, f"sequence {seq} scores (exact; -inf past the rows)", scores.numpy()[seq],
+                        expected.astype(np.float32))
+        if start == end:
+            ref.check_equal(name, "empty sequence: m -inf, out 0", np.concatenate([m.numpy()[seq], out.numpy()[seq].ravel()]),
+                            np.concatenate([np.full(16, -np.inf), np.zeros(16 * 128)]).astype(np.float32))
+            continue
+        all_scores = q_values[seq] @ k_values[start:end].T
+        ref.check_equal(name, f"sequence {seq} m", m.numpy()[seq], all_scores.max(axis=1).astype(np.float32))
+        p = np.exp2((all_scores - all_scores.max(axis=1, keepdims=True)) * ATTENTION_LOG2)
+        v = k_values[start:end, :128]
+        check_within(name, f"sequence {seq} softmax(scores) @ V", out.numpy()[seq], p @ v / p.sum(axis=1, keepdims=True),
+                     p @ np.abs(v) / p.sum(axis=1, keepdims=True), P_BF16_BOUND)
+
+
 def run_merge_partials(launch, rng):
     """The merge kernel alone at 512 dims over 12 splits in chunks of 8 (a masked second chunk): random partials with
     an empty split (m -inf, l 0), an invalid one (m NaN: its sequence's head is NaN), a sequence with no token."""
@@ -730,6 +774,8 @@ CASES = [
          "commit_group / wait_group (s_waitcnt vmcnt), a 3-slot LDS ring, masked rows, buffer stores", GLUON),
     Case("fp4_upcast", run_fp4_upcast, "Gluon gl.fp4_to_fp (Triton's e2m1 -> bf16), buffer loads/stores, a buffer "
          "atomic add returning the old value, an int sum across 4 warps (DPP v_add_u32)", GLUON),
+    Case("gluon_attention", run_gluon_attention, "Gluon mfma_scaled e4m3 x e2m1 with K and its scales read from LDS "
+         "(op_sel scale bytes), a cross-warp softmax, inline-asm fp4 -> bf16 of LDS words, the bf16 MFMA", GLUON),
     Case("ticket", run_ticket, "atomics across programs: global_atomic_add returning the old value (v_mbcnt, "
          "s_bcnt1), acq_rel fences (buffer_wbl2, buffer_inv), .cg loads"),
 ]

@@ -82,3 +82,180 @@ def fp4_upcast_kernel(packed_ptr, out_ptr, counter_ptr, ticket_ptr, rows):
     ticket = gl.sum(gl.where(first, old.to(gl.int32), 0), axis=0)
     gl.amd.cdna4.buffer_store(gl.full([256], 0, gl.int32, LANES_L) + ticket, ticket_ptr, lane * 0 + gl.program_id(0),
                               mask=first)
+
+
+# --- online softmax over KV tiles: scaled MFMA scores from LDS, values by inline-asm fp4 -> bf16 ----------
+# Q (16, 384) bf16: 256 "nope" dims then 128 "rope" dims. A KV row: 128 bytes of nope e2m1 pairs (256 dims), then 64
+# bytes of rope pairs (128 dims); a scale row: 8 nope e8m0 bytes then 4 rope bytes. The values are nope dims 0..127.
+TOKENS = gl.constexpr(128)      # KV rows per tile
+NOPE_BYTES = gl.constexpr(128)
+ROPE_BYTES = gl.constexpr(64)
+ROW_BYTES = gl.constexpr(192)
+SCALE_WORDS = gl.constexpr(3)   # 12 scale bytes a row
+VALUE_WORDS = gl.constexpr(16)  # the values: dims 0..127, words 0..15 of a row
+S_MMA = gl.constexpr(gl.amd.AMDMFMALayout(version=4, instr_shape=[16, 16, 128], transposed=True, warps_per_cta=[1, 4]))
+Q_A = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=S_MMA, k_width=16))
+K_B = gl.constexpr(gl.DotOperandLayout(operand_index=1, parent=S_MMA, k_width=16))
+V_MMA = gl.constexpr(gl.amd.AMDMFMALayout(version=4, instr_shape=[16, 16, 32], transposed=True, warps_per_cta=[1, 4]))
+P_A = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=V_MMA, k_width=8))
+V_B = gl.constexpr(gl.DotOperandLayout(operand_index=1, parent=V_MMA, k_width=8))
+NOPE_L = gl.constexpr(gl.BlockedLayout([1, 16], [8, 8], [4, 1], [1, 0]))   # (128, 128) uint8: 16 B a lane
+ROPE_L = gl.constexpr(gl.BlockedLayout([1, 16], [16, 4], [4, 1], [1, 0]))  # (128, 64) uint8
+SCALES_L = gl.constexpr(gl.BlockedLayout([1, 1], [16, 4], [4, 1], [1, 0]))  # (128, 4) int32, 3 real
+WORDS_L = gl.constexpr(gl.BlockedLayout([1, 4], [16, 4], [4, 1], [1, 0]))  # (128, 16) int32
+# byte b of word $4 -> bf16 pair $b (low nibble in the low half) times the float32 scale $5
+E2M1_PAIRS_ASM = gl.constexpr("""
+        v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5
+        v_cvt_scalef32_pk_bf16_fp4 $1, $4, $5 op_sel:[1,0,0]
+        v_cvt_scalef32_pk_bf16_fp4 $2, $4, $5 op_sel:[0,1,0]
+        v_cvt_scalef32_pk_bf16_fp4 $3, $4, $5 op_sel:[1,1,0]
+        """)
+
+
+@gluon.jit
+def _reinterpret(desc, dtype: gl.constexpr, shape: gl.constexpr, layout: gl.constexpr):
+    if PUBLIC_REINTERPRET:
+        view = desc.reinterpret(dtype, shape, layout)
+    else:
+        view = desc._reinterpret(dtype, shape, layout)
+    return view
+
+
+@gluon.jit
+def _e4m3_blocks(x, ROWS: gl.constexpr, BLOCKS: gl.constexpr):
+    """x (ROWS, 32 BLOCKS) float32 -> (e4m3 (ROWS, 32 BLOCKS), e8m0 bytes (ROWS, BLOCKS) uint8): per 32-block the least
+    exponent e in [-126, 127] with max |x| / 2^e <= 448 (triton_kernels._e4m3_blocks' rule), codes x / 2^e rounded to
+    nearest even."""
+    blocks = gl.reshape(x, [ROWS, BLOCKS, 32])
+    amax_bits = gl.max(gl.abs(blocks), axis=2).to(gl.int32, bitcast=True)
+    e = ((amax_bits >> 23) & 0xFF) - 135 + ((amax_bits & 0x7FFFFF) > 0x600000).to(gl.int32)
+    e = gl.minimum(gl.maximum(e, -126), 127)
+    codes = (blocks * gl.expand_dims(((127 - e) << 23).to(gl.float32, bitcast=True), 2)).to(gl.float8e4nv)
+    return gl.reshape(codes, [ROWS, BLOCKS * 32]), (e + 127).to(gl.uint8)
+
+
+@gluon.jit
+def _quantize_q(qb_ptr, q8_ptr, qs_ptr, seq, FIRST: gl.constexpr, DIMS: gl.constexpr):
+    """Q dims [FIRST, + DIMS) of sequence `seq`, loaded in the MFMA's operand layout and quantized (_e4m3_blocks); the
+    codes and scales are stored to q8 (batch, 16, 384) / qs (batch, 16, 12) for the check."""
+    heads = gl.arange(0, 16, layout=gl.SliceLayout(1, Q_A))[:, None]
+    dims = FIRST + gl.arange(0, DIMS, layout=gl.SliceLayout(0, Q_A))[None, :]
+    q8, qs = _e4m3_blocks(gl.amd.cdna4.buffer_load(qb_ptr, seq * (16 * 384) + heads * 384 + dims).to(gl.float32),
+                          16, DIMS // 32)
+    q8 = gl.convert_layout(q8, Q_A)
+    gl.amd.cdna4.buffer_store(q8.to(gl.uint8, bitcast=True), q8_ptr, seq * (16 * 384) + heads * 384 + dims)
+    qs_l: gl.constexpr = gl.amd.cdna4.get_mfma_scale_layout(Q_A, [16, DIMS // 32])
+    qs = gl.convert_layout(qs, qs_l)
+    gl.amd.cdna4.buffer_store(qs, qs_ptr, seq * (16 * 12) + gl.arange(0, 16, layout=gl.SliceLayout(1, qs_l))[:, None] * 12
+                              + FIRST // 32 + gl.arange(0, DIMS // 32, layout=gl.SliceLayout(0, qs_l))[None, :])
+    return q8, qs
+
+
+@gluon.jit
+def _copy_kv_tile(nope_smem, rope_smem, scales_smem, slot, kv_ptr, scale_ptr, first, end):
+    """KV rows [first, first + 128) into ring slot `slot` (rows >= end masked), one commit group."""
+    rows = first + gl.arange(0, TOKENS, layout=gl.SliceLayout(1, NOPE_L))
+    gl.amd.cdna4.async_copy.buffer_load_to_shared(
+        nope_smem.index(slot), kv_ptr,
+        rows[:, None] * ROW_BYTES + gl.arange(0, NOPE_BYTES, layout=gl.SliceLayout(0, NOPE_L))[None, :],
+        mask=(rows < end)[:, None])
+    rows = first + gl.arange(0, TOKENS, layout=gl.SliceLayout(1, ROPE_L))
+    gl.amd.cdna4.async_copy.buffer_load_to_shared(
+        rope_smem.index(slot), kv_ptr,
+        rows[:, None] * ROW_BYTES + NOPE_BYTES + gl.arange(0, ROPE_BYTES, layout=gl.SliceLayout(0, ROPE_L))[None, :],
+        mask=(rows < end)[:, None])
+    rows = first + gl.arange(0, TOKENS, layout=gl.SliceLayout(1, SCALES_L))
+    words = gl.arange(0, 4, layout=gl.SliceLayout(0, SCALES_L))
+    gl.amd.cdna4.async_copy.buffer_load_to_shared(
+        scales_smem.index(slot), scale_ptr.to(gl.pointer_type(gl.int32)), rows[:, None] * SCALE_WORDS + words[None, :],
+        mask=(rows < end)[:, None] & (words < SCALE_WORDS)[None, :])
+    gl.amd.cdna4.async_copy.commit_group()
+
+
+@gluon.jit
+def _bf16_halves(pair):
+    """A converted byte (a bf16 pair: the low nibble's in the low half) -> the two bf16 values, joined."""
+    low = (pair & 0xFFFF).to(gl.int16).to(gl.bfloat16, bitcast=True)
+    high = (pair >> 16).to(gl.int16).to(gl.bfloat16, bitcast=True)
+    return gl.join(low, high)
+
+
+@gluon.jit
+def _tile_values(words, scale_bytes):
+    """words (128, 16) int32 of e2m1 codes, scale_bytes (128, 16) the scale byte of each word's block -> (128, 128)
+    bf16 in dim order, by v_cvt_scalef32_pk_bf16_fp4."""
+    vscale = (scale_bytes.to(gl.int32) << 23).to(gl.float32, bitcast=True)
+    r0, r1, r2, r3 = gl.inline_asm_elementwise(E2M1_PAIRS_ASM, "=&v,=&v,=&v,=v,v,v", [words, vscale],
+                                               dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
+    v = gl.join(gl.join(_bf16_halves(r0), _bf16_halves(r2)), gl.join(_bf16_halves(r1), _bf16_halves(r3)))
+    # axes (row, word, nibble, byte bit 1, byte bit 0) -> (row, word, byte bit 1, byte bit 0, nibble): dim 8j + 2b + n
+    return gl.reshape(gl.permute(v, [0, 1, 3, 4, 2]), [TOKENS, 8 * VALUE_WORDS])
+
+
+@gluon.jit
+def gluon_attention_kernel(qb_ptr, q8_ptr, qs_ptr, kv_ptr, scale_ptr, kv_indptr_ptr, scores_ptr, m_ptr, out_ptr,
+                           qk_scale_log2):
+    """Program b (4 warps): attention of sequence b's 16 heads over KV rows [kv_indptr[b], kv_indptr[b + 1]) in tiles of
+    128 rows, copied global -> LDS (buffer_load_to_shared) through a 2-slot ring, tile i + 1's copy in flight while
+    tile i is computed; rows past the end read 0 and score -inf.
+    qb (batch, 16, 384) bf16 -> quantized here (_quantize_q): q8 (batch, 16, 384) e4m3 bytes, qs (batch, 16, 12) e8m0
+    kv (rows, 192) bytes, scale (rows, 12) e8m0 (rows: every sequence's, plus 3 words of slack)
+    scores (batch, 16, 256) float32: the first two tiles' raw scores (nope mfma_scaled + rope mfma_scaled on it)
+    m (batch, 16): the largest score (-inf for an empty sequence)
+    out (batch, 16, 128) float32 = softmax(scores x qk_scale_log2, base 2) @ V (0 for an empty sequence), V = nope
+    dims 0..127 converted in registers from the LDS words (v_cvt_scalef32_pk_bf16_fp4), P rounded to bf16."""
+    seq = gl.program_id(0)
+    start = gl.load(kv_indptr_ptr + seq)
+    end = gl.load(kv_indptr_ptr + seq + 1)
+    nope_smem = gl.allocate_shared_memory(gl.uint8, [2, TOKENS, NOPE_BYTES], FLAT)
+    rope_smem = gl.allocate_shared_memory(gl.uint8, [2, TOKENS, ROPE_BYTES], FLAT)
+    scales_smem = gl.allocate_shared_memory(gl.int32, [2, TOKENS, 4], FLAT)
+    _copy_kv_tile(nope_smem, rope_smem, scales_smem, 0, kv_ptr, scale_ptr, start, end)
+    q8, qs = _quantize_q(qb_ptr, q8_ptr, qs_ptr, seq, 0, 256)
+    q8r, qsr = _quantize_q(qb_ptr, q8_ptr, qs_ptr, seq, 256, 128)
+    ks_l: gl.constexpr = gl.amd.cdna4.get_mfma_scale_layout(K_B, [TOKENS, 8])
+    ksr_l: gl.constexpr = gl.amd.cdna4.get_mfma_scale_layout(K_B, [TOKENS, 4])
+    head = gl.arange(0, 16, layout=gl.SliceLayout(1, S_MMA))
+    m_i = gl.full([16], float("-inf"), gl.float32, gl.SliceLayout(1, S_MMA))
+    l_i = gl.zeros([16], gl.float32, gl.SliceLayout(1, S_MMA))
+    acc = gl.zeros([16, 8 * VALUE_WORDS], gl.float32, V_MMA)
+    for tile in range(gl.cdiv(end - start, TOKENS)):
+        first = start + tile * TOKENS
+        slot = tile % 2
+        gl.amd.cdna4.async_copy.wait_group(0)
+        _copy_kv_tile(nope_smem, rope_smem, scales_smem, 1 - slot, kv_ptr, scale_ptr, first + TOKENS, end)
+        scale_view = _reinterpret(scales_smem.index(slot), gl.uint8, [TOKENS, 16], FLAT)
+        k = gl.amd.cdna4.async_copy.load_shared_relaxed(nope_smem.index(slot).permute([1, 0]), K_B)
+        ks = gl.amd.cdna4.async_copy.load_shared_relaxed(scale_view.slice(0, 8, 1), ks_l)
+        kr = gl.amd.cdna4.async_copy.load_shared_relaxed(rope_smem.index(slot).permute([1, 0]), K_B)
+        ksr = gl.amd.cdna4.async_copy.load_shared_relaxed(scale_view.slice(8, 4, 1), ksr_l)
+        s = gl.amd.cdna4.mfma_scaled(q8, qs, "e4m3", k, ks, "e2m1", gl.zeros([16, TOKENS], gl.float32, S_MMA))
+        s = gl.amd.cdna4.mfma_scaled(q8r, qsr, "e4m3", kr, ksr, "e2m1", s)
+        token = gl.arange(0, TOKENS, layout=gl.SliceLayout(0, S_MMA))
+        s = gl.where((first + token < end)[None, :], s, float("-inf"))
+        gl.amd.cdna4.buffer_store(s, scores_ptr, seq * (16 * 256) + head[:, None] * 256 + tile * TOKENS + token[None, :],
+                                  mask=(tile < 2) & (head < 16)[:, None])
+        m_new = gl.maximum(m_i, gl.max(s, axis=1))
+        m_use = gl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no score yet: no NaN from -inf - -inf
+        alpha = gl.exp2((m_i - m_use) * qk_scale_log2)
+        p = gl.exp2((s - m_use[:, None]) * qk_scale_log2)
+        l_i = l_i * alpha + gl.sum(p, axis=1)
+        m_i = m_new
+        words = gl.amd.cdna4.async_copy.load_shared_relaxed(
+            _reinterpret(nope_smem.index(slot), gl.int32, [TOKENS, NOPE_BYTES // 4], FLAT).slice(0, VALUE_WORDS, 1),
+            WORDS_L)
+        rows = first + gl.arange(0, TOKENS, layout=gl.SliceLayout(1, WORDS_L))
+        word = gl.arange(0, VALUE_WORDS, layout=gl.SliceLayout(0, WORDS_L))
+        scale_bytes = gl.amd.cdna4.buffer_load(scale_ptr, rows[:, None] * (4 * SCALE_WORDS) + word[None, :] // 4,
+                                               mask=(rows < end)[:, None], other=127)  # word j's block: j // 4
+        v = _tile_values(words, scale_bytes)
+        alpha_v = gl.convert_layout(alpha, gl.SliceLayout(1, V_MMA))
+        acc = gl.amd.cdna4.mfma(gl.convert_layout(p.to(gl.bfloat16), P_A), gl.convert_layout(v, V_B),
+                                acc * alpha_v[:, None])
+    gl.amd.cdna4.async_copy.wait_group(0)
+    gl.amd.cdna4.buffer_store(m_i, m_ptr, seq * 16 + head)
+    l_v = gl.convert_layout(l_i, gl.SliceLayout(1, V_MMA))
+    dims = gl.arange(0, 8 * VALUE_WORDS, layout=gl.SliceLayout(0, V_MMA))
+    head_v = gl.arange(0, 16, layout=gl.SliceLayout(1, V_MMA))
+    gl.amd.cdna4.buffer_store(gl.where(l_v > 0, 1.0 / l_v, 0.0)[:, None] * acc, out_ptr,
+                              seq * (16 * 128) + head_v[:, None] * 128 + dims[None, :])
