@@ -220,7 +220,7 @@ def run_block_reduce(launch, rng):
     x[rng.integers(0, n)] = -123.5  # the largest magnitude is negative
     i = rng.integers(-10 ** 9, 10 ** 9, n).astype(np.int32)
     out = tensor(np.zeros(3, dtype=np.float32))
-    out_i = tensor(np.zeros(4, dtype=np.int32))
+    out_i = tensor(np.array([0, 0, 0, 2], dtype=np.int32))
     launch(tk.block_reduce_kernel, (1,), tensor(x), tensor(i), out, out_i, n, BLOCK=1024, num_warps=8)
     got = out.numpy()
     ref.check_equal("block_reduce", "max", got[0], x.max())
@@ -529,7 +529,7 @@ def check_within(case, what, got, expected, scale, relative):
 
 
 def _attention_case(name, block_n, num_warps, num_stages, scores, convert, merge, merge_chunk=2, merge_dims=64,
-                    pin=False):
+                    pin=False, peel=False):
     def run(launch, rng):
         lengths = [2 * block_n + block_n // 3 + 1, 0, block_n + block_n // 5 + 1]
         indptr = np.concatenate([[0], np.cumsum(lengths), [3]]).astype(np.int32)  # sequence 3: start > end, invalid
@@ -546,7 +546,7 @@ def _attention_case(name, block_n, num_warps, num_stages, scores, convert, merge
         launch(tk.split_attention_kernel, (num_splits, batch), tensor(q_bits).view(torch.bfloat16), q8, qs, kv,
                kv.view(torch.int32), tensor(scales), tensor(indptr), part_acc, part_ml, count, out, total_kv,
                num_splits, KV_ROW_BYTES, SCALE_ROW_BYTES, ATTENTION_LOG2, BLOCK_N=block_n, SCORES=scores,
-               CONVERT=convert, MERGE=merge, PIN=pin, num_warps=num_warps, num_stages=num_stages)
+               CONVERT=convert, MERGE=merge, PIN=pin, PEEL=peel, num_warps=num_warps, num_stages=num_stages)
         merged = None
         if merge == tk.PARTIALS.value:
             # an invalid split (m NaN) must make its sequence's head NaN in the merge
@@ -681,20 +681,33 @@ def run_gluon_attention(launch, rng):
                      p @ np.abs(v) / p.sum(axis=1, keepdims=True), P_BF16_BOUND)
 
 
-def run_merge_partials(launch, rng):
-    """The merge kernel alone at 512 dims over 12 splits in chunks of 8 (a masked second chunk): random partials with
-    an empty split (m -inf, l 0), an invalid one (m NaN: its sequence's head is NaN), a sequence with no token."""
-    batch, num_splits, dims = 3, 12, 512
+def run_gluon_quantize(launch, rng):
+    """Gluon: per-32-block e4m3 quantization of 3 x (16, 512) bf16 in the scaled MFMA's operand layout: exact codes
+    and scale bytes; blocks of zeros, negative zeros, bf16 denormals, huge values."""
+    batch = 3
+    x = (rng.standard_normal((batch, 16, 512)) * np.exp2(rng.integers(-30, 30, (batch, 16, 1)))).astype(np.float32)
+    x[0, 0, :32], x[0, 0, 32:64] = 0.0, -0.0
+    x[0, 1, :32] = np.float32(2.0 ** -130) * rng.integers(-3, 4, 32)
+    x[0, 2, :32] = rng.standard_normal(32).astype(np.float32) * np.float32(2.0 ** 100)
+    bits = ref.bf16_bits(x)
+    q8 = tensor(np.zeros((batch, 16, 512), dtype=np.uint8))
+    qs = tensor(np.zeros((batch, 16, 16), dtype=np.uint8))
+    launch(gk.gluon_quantize_kernel, (batch,), tensor(bits).view(torch.bfloat16), q8, qs, num_warps=4)
+    codes, scales = e4m3_blocks_reference(ref.bf16_values(bits).reshape(-1, 512))
+    ref.check_equal("gluon_quantize", "scale bytes", qs.numpy().reshape(-1, 16), scales)
+    ref.check_equal("gluon_quantize", "e4m3 codes", q8.numpy().reshape(-1, 512), codes)
+
+
+def random_partials(rng, batch, num_splits, dims):
+    """(part_acc (batch, num_splits, 16, dims), part_ml (batch, num_splits, 2, 16)) float32 with an empty split (m
+    -inf, l 0) in sequence 0, a NaN m (an invalid split) at sequence 1 head 2, sequence 2 all empty; and the merged
+    answer (batch, 16, dims) float64 with its error scale (the weighted sum of |acc|)."""
     m = rng.uniform(-30, 30, (batch, num_splits, 16)).astype(np.float32)
     l = rng.uniform(0.5, 40, (batch, num_splits, 16)).astype(np.float32)
     acc = rng.standard_normal((batch, num_splits, 16, dims)).astype(np.float32) * l[..., None]
     m[0, 3], l[0, 3], acc[0, 3] = -np.inf, 0.0, 0.0
-    m[1, 7, 2] = np.nan
+    m[1, num_splits - 2, 2] = np.nan
     m[2], l[2], acc[2] = -np.inf, 0.0, 0.0
-    part_ml = np.stack([m, l], axis=2)
-    out = torch.zeros((batch, 16, dims), dtype=torch.bfloat16)
-    launch(tk.merge_partials_kernel, (batch, 16, 2), out, tensor(acc), tensor(part_ml), num_splits, ATTENTION_LOG2,
-           V=dims, CHUNK=8, DIMS=dims // 2, num_warps=4)
     m64 = np.nan_to_num(m.astype(np.float64), nan=-np.inf)
     top = m64.max(axis=1, keepdims=True)
     weight = np.where(np.isfinite(m64), np.exp2((m64 - np.where(np.isfinite(top), top, 0)) * ATTENTION_LOG2), 0.0)
@@ -703,8 +716,33 @@ def run_merge_partials(launch, rng):
         expected = np.where(total[..., None] > 0, (weight[..., None] * acc).sum(axis=1) / total[..., None], 0.0)
         scale = (weight[..., None] * np.abs(acc)).sum(axis=1) / np.where(total > 0, total, 1)[..., None]
     expected[1, 2] = np.nan
+    return acc, np.stack([m, l], axis=2), expected, scale
+
+
+def run_gluon_merge(launch, rng):
+    """Gluon: the merge of 3 sequences' 10 split partials at 512 dims, 4 splits a step (the last step half masked)."""
+    acc, part_ml, expected, scale = random_partials(rng, 3, 10, 512)
+    out = torch.zeros((3, 16, 512), dtype=torch.bfloat16)
+    launch(gk.gluon_merge_kernel, (3,), out, tensor(acc), tensor(part_ml), 10, ATTENTION_LOG2, num_warps=4)
+    check_within("gluon_merge", "out (bf16)", ref.bf16_values(bits_of(out)).astype(np.float64), expected, scale,
+                 2.0 ** -8 + 1e-5)
+
+
+def run_merge_partials(launch, rng):
+    """The merge of split partials at 512 dims over 12 splits, by merge_partials_kernel (chunks of 8: a masked second
+    chunk; bf16 out) and by merge_sequence_kernel (the FUSED merge alone; 4 heads a step): random partials with an
+    empty split (m -inf, l 0), an invalid one (m NaN: its sequence's head is NaN), a sequence with no token."""
+    batch, num_splits, dims = 3, 12, 512
+    acc, part_ml, expected, scale = random_partials(rng, batch, num_splits, dims)
+    out = torch.zeros((batch, 16, dims), dtype=torch.bfloat16)
+    out_by_sequence = tensor(np.full((batch, 16, dims), 7.0, dtype=np.float32))
+    launch(tk.merge_partials_kernel, (batch, 16, 2), out, tensor(acc), tensor(part_ml), num_splits, ATTENTION_LOG2,
+           V=dims, CHUNK=8, DIMS=dims // 2, num_warps=4)
+    launch(tk.merge_sequence_kernel, (batch,), out_by_sequence, tensor(acc), tensor(part_ml), num_splits, ATTENTION_LOG2,
+           V=dims, num_warps=4)
     got = ref.bf16_values(bits_of(out)).astype(np.float64)
-    check_within("merge_partials", "out (bf16)", got, expected, scale, 2.0 ** -8 + 1e-5)
+    check_within("merge_partials", "merge_partials_kernel out (bf16)", got, expected, scale, 2.0 ** -8 + 1e-5)
+    check_within("merge_partials", "merge_sequence_kernel out", out_by_sequence.numpy(), expected, scale, 1e-5)
 
 
 CASES = [
@@ -740,11 +778,11 @@ CASES = [
     Case("dot_scaled_e2m1_bf16", run_dot_scaled_bf16, "fp4 -> bf16: v_cvt_scalef32_pk_bf16_fp4 (every op_sel) + "
          "v_mfma_f32_16x16x32_bf16"),
     Case("attention_scaled_64", _attention_case("attention_scaled_64", 64, 4, 1, tk.SCALED.value, tk.CVT_ASM.value,
-                                                tk.PARTIALS.value),
+                                                tk.PARTIALS.value, peel=True),
          "split attention: dot_scaled e4m3 x e2m1 scores, online softmax (exp, max/sum across lanes), inline-asm "
          "fp4 -> bf16 values, transposed bf16 dot, scalar split arithmetic, partials; then the merge kernel"),
     Case("attention_scaled_64_pipelined", _attention_case("attention_scaled_64_pipelined", 64, 4, 2, tk.SCALED.value,
-                                                          tk.CVT_ASM.value, tk.FUSED.value),
+                                                          tk.CVT_ASM.value, tk.FUSED.value, peel=True),
          "the same, software-pipelined (num_stages 2), the last program of a sequence merging (acq_rel atomic)"),
     Case("attention_scaled_128", _attention_case("attention_scaled_128", 128, 8, 2, tk.SCALED.value, tk.CVT_ASM.value,
                                                  tk.PARTIALS.value, merge_chunk=4, merge_dims=32),
@@ -776,6 +814,11 @@ CASES = [
          "atomic add returning the old value, an int sum across 4 warps (DPP v_add_u32)", GLUON),
     Case("gluon_attention", run_gluon_attention, "Gluon mfma_scaled e4m3 x e2m1 with K and its scales read from LDS "
          "(op_sel scale bytes), a cross-warp softmax, inline-asm fp4 -> bf16 of LDS words, the bf16 MFMA", GLUON),
+    Case("gluon_quantize", run_gluon_quantize, "Gluon per-block e4m3 quantization in the MFMA operand layout: "
+         "|abs| max3, exponent bit arithmetic, fp8 conversion, packed scale bytes (16-bit SDWA adds, byte shifts)",
+         GLUON),
+    Case("gluon_merge", run_gluon_merge, "Gluon merge of split partials: masked buffer loads of a (4, 16, 512) tile, "
+         "reductions over the split axis, exp, packed fp32 FMA, bf16 stores", GLUON),
     Case("ticket", run_ticket, "atomics across programs: global_atomic_add returning the old value (v_mbcnt, "
          "s_bcnt1), acq_rel fences (buffer_wbl2, buffer_inv), .cg loads"),
 ]

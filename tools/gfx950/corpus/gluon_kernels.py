@@ -135,20 +135,29 @@ def _e4m3_blocks(x, ROWS: gl.constexpr, BLOCKS: gl.constexpr):
 
 
 @gluon.jit
-def _quantize_q(qb_ptr, q8_ptr, qs_ptr, seq, FIRST: gl.constexpr, DIMS: gl.constexpr):
-    """Q dims [FIRST, + DIMS) of sequence `seq`, loaded in the MFMA's operand layout and quantized (_e4m3_blocks); the
-    codes and scales are stored to q8 (batch, 16, 384) / qs (batch, 16, 12) for the check."""
+def _quantize_q(qb_ptr, q8_ptr, qs_ptr, seq, FIRST: gl.constexpr, DIMS: gl.constexpr, ROW: gl.constexpr):
+    """Dims [FIRST, + DIMS) of the 16 rows of sequence `seq` of a (batch, 16, ROW) bf16 Q, loaded in the scaled MFMA's
+    operand layout and quantized (_e4m3_blocks); the codes and scales are stored to q8 (batch, 16, ROW) e4m3 bytes and
+    qs (batch, 16, ROW / 32) e8m0 for the check."""
     heads = gl.arange(0, 16, layout=gl.SliceLayout(1, Q_A))[:, None]
     dims = FIRST + gl.arange(0, DIMS, layout=gl.SliceLayout(0, Q_A))[None, :]
-    q8, qs = _e4m3_blocks(gl.amd.cdna4.buffer_load(qb_ptr, seq * (16 * 384) + heads * 384 + dims).to(gl.float32),
+    q8, qs = _e4m3_blocks(gl.amd.cdna4.buffer_load(qb_ptr, seq * (16 * ROW) + heads * ROW + dims).to(gl.float32),
                           16, DIMS // 32)
     q8 = gl.convert_layout(q8, Q_A)
-    gl.amd.cdna4.buffer_store(q8.to(gl.uint8, bitcast=True), q8_ptr, seq * (16 * 384) + heads * 384 + dims)
+    gl.amd.cdna4.buffer_store(q8.to(gl.uint8, bitcast=True), q8_ptr, seq * (16 * ROW) + heads * ROW + dims)
     qs_l: gl.constexpr = gl.amd.cdna4.get_mfma_scale_layout(Q_A, [16, DIMS // 32])
     qs = gl.convert_layout(qs, qs_l)
-    gl.amd.cdna4.buffer_store(qs, qs_ptr, seq * (16 * 12) + gl.arange(0, 16, layout=gl.SliceLayout(1, qs_l))[:, None] * 12
-                              + FIRST // 32 + gl.arange(0, DIMS // 32, layout=gl.SliceLayout(0, qs_l))[None, :])
+    blocks = gl.arange(0, DIMS // 32, layout=gl.SliceLayout(0, qs_l))[None, :]
+    gl.amd.cdna4.buffer_store(qs, qs_ptr, seq * (16 * (ROW // 32)) + FIRST // 32 + blocks
+                              + gl.arange(0, 16, layout=gl.SliceLayout(1, qs_l))[:, None] * (ROW // 32))
     return q8, qs
+
+
+@gluon.jit
+def gluon_quantize_kernel(x_ptr, q8_ptr, qs_ptr):
+    """Program b: x[b] (16, 512) bf16 -> q8[b] (16, 512) e4m3 bytes, qs[b] (16, 16) e8m0 by _e4m3_blocks, computed in
+    the scaled MFMA's operand layout, the scales in its scale layout (4 warps)."""
+    _quantize_q(x_ptr, q8_ptr, qs_ptr, gl.program_id(0), 0, 512, 512)
 
 
 @gluon.jit
@@ -196,8 +205,8 @@ def _tile_values(words, scale_bytes):
 def gluon_attention_kernel(qb_ptr, q8_ptr, qs_ptr, kv_ptr, scale_ptr, kv_indptr_ptr, scores_ptr, m_ptr, out_ptr,
                            qk_scale_log2):
     """Program b (4 warps): attention of sequence b's 16 heads over KV rows [kv_indptr[b], kv_indptr[b + 1]) in tiles of
-    128 rows, copied global -> LDS (buffer_load_to_shared) through a 2-slot ring, tile i + 1's copy in flight while
-    tile i is computed; rows past the end read 0 and score -inf.
+    128 rows, copied global -> LDS (buffer_load_to_shared) through a 3-slot ring: tile i + 1's copy stays in flight
+    (wait_group(1)) and tile i + 2's is issued while tile i is computed; rows past the end read 0 and score -inf.
     qb (batch, 16, 384) bf16 -> quantized here (_quantize_q): q8 (batch, 16, 384) e4m3 bytes, qs (batch, 16, 12) e8m0
     kv (rows, 192) bytes, scale (rows, 12) e8m0 (rows: every sequence's, plus 3 words of slack)
     scores (batch, 16, 256) float32: the first two tiles' raw scores (nope mfma_scaled + rope mfma_scaled on it)
@@ -207,12 +216,13 @@ def gluon_attention_kernel(qb_ptr, q8_ptr, qs_ptr, kv_ptr, scale_ptr, kv_indptr_
     seq = gl.program_id(0)
     start = gl.load(kv_indptr_ptr + seq)
     end = gl.load(kv_indptr_ptr + seq + 1)
-    nope_smem = gl.allocate_shared_memory(gl.uint8, [2, TOKENS, NOPE_BYTES], FLAT)
-    rope_smem = gl.allocate_shared_memory(gl.uint8, [2, TOKENS, ROPE_BYTES], FLAT)
-    scales_smem = gl.allocate_shared_memory(gl.int32, [2, TOKENS, 4], FLAT)
+    nope_smem = gl.allocate_shared_memory(gl.uint8, [3, TOKENS, NOPE_BYTES], FLAT)
+    rope_smem = gl.allocate_shared_memory(gl.uint8, [3, TOKENS, ROPE_BYTES], FLAT)
+    scales_smem = gl.allocate_shared_memory(gl.int32, [3, TOKENS, 4], FLAT)
     _copy_kv_tile(nope_smem, rope_smem, scales_smem, 0, kv_ptr, scale_ptr, start, end)
-    q8, qs = _quantize_q(qb_ptr, q8_ptr, qs_ptr, seq, 0, 256)
-    q8r, qsr = _quantize_q(qb_ptr, q8_ptr, qs_ptr, seq, 256, 128)
+    _copy_kv_tile(nope_smem, rope_smem, scales_smem, 1, kv_ptr, scale_ptr, start + TOKENS, end)
+    q8, qs = _quantize_q(qb_ptr, q8_ptr, qs_ptr, seq, 0, 256, 384)
+    q8r, qsr = _quantize_q(qb_ptr, q8_ptr, qs_ptr, seq, 256, 128, 384)
     ks_l: gl.constexpr = gl.amd.cdna4.get_mfma_scale_layout(K_B, [TOKENS, 8])
     ksr_l: gl.constexpr = gl.amd.cdna4.get_mfma_scale_layout(K_B, [TOKENS, 4])
     head = gl.arange(0, 16, layout=gl.SliceLayout(1, S_MMA))
@@ -221,9 +231,9 @@ def gluon_attention_kernel(qb_ptr, q8_ptr, qs_ptr, kv_ptr, scale_ptr, kv_indptr_
     acc = gl.zeros([16, 8 * VALUE_WORDS], gl.float32, V_MMA)
     for tile in range(gl.cdiv(end - start, TOKENS)):
         first = start + tile * TOKENS
-        slot = tile % 2
-        gl.amd.cdna4.async_copy.wait_group(0)
-        _copy_kv_tile(nope_smem, rope_smem, scales_smem, 1 - slot, kv_ptr, scale_ptr, first + TOKENS, end)
+        slot = tile % 3
+        gl.amd.cdna4.async_copy.wait_group(1)
+        _copy_kv_tile(nope_smem, rope_smem, scales_smem, (tile + 2) % 3, kv_ptr, scale_ptr, first + 2 * TOKENS, end)
         scale_view = _reinterpret(scales_smem.index(slot), gl.uint8, [TOKENS, 16], FLAT)
         k = gl.amd.cdna4.async_copy.load_shared_relaxed(nope_smem.index(slot).permute([1, 0]), K_B)
         ks = gl.amd.cdna4.async_copy.load_shared_relaxed(scale_view.slice(0, 8, 1), ks_l)
@@ -259,3 +269,50 @@ def gluon_attention_kernel(qb_ptr, q8_ptr, qs_ptr, kv_ptr, scale_ptr, kv_indptr_
     head_v = gl.arange(0, 16, layout=gl.SliceLayout(1, V_MMA))
     gl.amd.cdna4.buffer_store(gl.where(l_v > 0, 1.0 / l_v, 0.0)[:, None] * acc, out_ptr,
                               seq * (16 * 128) + head_v[:, None] * 128 + dims[None, :])
+
+
+# --- the merge of split partials, 4 splits a step ---------------------------------------------------------
+MERGE_ACC_L = gl.constexpr(gl.BlockedLayout([4, 1, 4], [1, 2, 32], [1, 4, 1], [2, 1, 0]))  # (4 splits, 16, 512)
+MERGE_ML_L = gl.constexpr(gl.SliceLayout(2, MERGE_ACC_L))  # (split, head)
+MERGE_OUT_L = gl.constexpr(gl.SliceLayout(0, MERGE_ACC_L))  # (head, dim)
+
+
+@gluon.jit
+def gluon_merge_kernel(out_ptr, part_acc_ptr, part_ml_ptr, num_splits, qk_scale_log2):
+    """Program b: out[b] (16, 512) bf16 = sum_s 2^((m_s - M) c) acc_s / sum_s 2^((m_s - M) c) l_s over the splits of
+    sequence b (triton_kernels.merge_partials_kernel's answer), 4 splits a step by buffer loads (past num_splits:
+    masked); NaN for a head with a NaN m, 0 where every split is empty. part_acc (batch, num_splits, 16, 512),
+    part_ml (batch, num_splits, 2, 16) float32."""
+    seq = gl.program_id(0)
+    splits = gl.arange(0, 4, layout=gl.SliceLayout(1, MERGE_ML_L))
+    heads = gl.arange(0, 16, layout=gl.SliceLayout(0, MERGE_ML_L))
+    ml_offs = splits[:, None] * 32 + heads[None, :]
+    out_heads = gl.arange(0, 16, layout=gl.SliceLayout(1, MERGE_OUT_L))
+    rows = out_heads[:, None] * 512 + gl.arange(0, 512, layout=gl.SliceLayout(0, MERGE_OUT_L))[None, :]
+    acc_offs = gl.expand_dims(gl.convert_layout(splits, gl.SliceLayout(1, gl.SliceLayout(2, MERGE_ACC_L))), 1)[:, :, None] \
+        * (16 * 512) + rows[None, :, :]
+    head_l: gl.constexpr = gl.SliceLayout(0, MERGE_ML_L)
+    m_run = gl.full([16], float("-inf"), gl.float32, head_l)
+    l_run = gl.zeros([16], gl.float32, head_l)
+    acc_run = gl.zeros([16, 512], gl.float32, MERGE_OUT_L)
+    invalid = gl.zeros([16], gl.int32, head_l)
+    for first in range(0, num_splits, 4):
+        part = seq * num_splits + first
+        real = (first + splits) < num_splits
+        m = gl.amd.cdna4.buffer_load(part_ml_ptr, part * 32 + ml_offs, mask=real[:, None], other=float("-inf"))
+        l = gl.amd.cdna4.buffer_load(part_ml_ptr, part * 32 + 16 + ml_offs, mask=real[:, None], other=0.0)
+        acc = gl.amd.cdna4.buffer_load(part_acc_ptr, part * (16 * 512) + acc_offs,
+                                       mask=gl.convert_layout(real[:, None], MERGE_ML_L)[:, :, None], other=0.0)
+        invalid = gl.maximum(invalid, gl.max((m != m).to(gl.int32), axis=0))
+        m = gl.where(m != m, float("-inf"), m)
+        m_new = gl.maximum(m_run, gl.max(m, axis=0))
+        m_ref = gl.where(m_new > float("-inf"), m_new, 0.0)
+        run_weight = gl.exp2((m_run - m_ref) * qk_scale_log2)
+        weight = gl.exp2((m - m_ref[None, :]) * qk_scale_log2)
+        acc_run = gl.convert_layout(run_weight, gl.SliceLayout(1, MERGE_OUT_L))[:, None] * acc_run \
+            + gl.sum(weight[:, :, None] * acc, axis=0)
+        l_run = run_weight * l_run + gl.sum(weight * l, axis=0)
+        m_run = m_new
+    norm = gl.where(l_run > 0, 1.0 / l_run, 0.0)
+    norm = gl.convert_layout(gl.where(invalid > 0, float("nan"), norm), gl.SliceLayout(1, MERGE_OUT_L))
+    gl.amd.cdna4.buffer_store((acc_run * norm[:, None]).to(gl.bfloat16), out_ptr, seq * (16 * 512) + rows)

@@ -158,7 +158,7 @@ def masked_tail_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 @triton.jit
 def block_reduce_kernel(x_ptr, i_ptr, out_ptr, out_i_ptr, n, BLOCK: tl.constexpr):
     """One program: x (n,) float32, i (n,) int32 -> out (3,) = max, sum, max |x| of x; out_i (4,) = max, min, sum
-    (wrapping) of i, then 1 if max x > 16 else 2 (n <= BLOCK, masked lanes neutral)."""
+    (wrapping) of i, then 1 if max x > 16 (else out_i[3] is left as it was) (n <= BLOCK, masked lanes neutral)."""
     offs = tl.arange(0, BLOCK)
     ok = offs < n
     x = tl.load(x_ptr + offs, mask=ok, other=float("-inf"))
@@ -171,8 +171,6 @@ def block_reduce_kernel(x_ptr, i_ptr, out_ptr, out_i_ptr, n, BLOCK: tl.constexpr
     tl.store(out_i_ptr + 2, tl.sum(tl.where(ok, i, 0), axis=0))
     if tl.max(x, axis=0) > 16.0:  # a uniform branch on a value every lane holds
         tl.store(out_i_ptr + 3, 1)
-    else:
-        tl.store(out_i_ptr + 3, 2)
 
 
 @triton.jit
@@ -531,9 +529,10 @@ def _acc_offsets(SCORES: tl.constexpr):
 def split_attention_kernel(qb_ptr, q8_ptr, qs_ptr, kv_ptr, kv_words_ptr, scale_ptr, kv_indptr_ptr, part_acc_ptr,
                            part_ml_ptr, count_ptr, out_ptr, total_kv, num_splits, kv_row_bytes, scale_row_stride,
                            qk_scale_log2, BLOCK_N: tl.constexpr, SCORES: tl.constexpr, CONVERT: tl.constexpr,
-                           MERGE: tl.constexpr, PIN: tl.constexpr = False):
+                           MERGE: tl.constexpr, PIN: tl.constexpr = False, PEEL: tl.constexpr = False):
     """Program (s, b) of grid (num_splits, batch): split s of sequence b's KV rows [kv_indptr[b], kv_indptr[b + 1]),
-    in whole BLOCK_N tiles per split (_split_rows), unmasked full tiles then a masked tail.
+    in whole BLOCK_N tiles per split (_split_rows), unmasked full tiles then a masked tail (PEEL: the first tile
+    masked before them).
 
     qb_ptr       (batch, 16, 160) bf16 Q (128 nope dims, 32 rope dims); SCALED quantizes it (_quantized_q) and
                  split 0 writes q8_ptr (batch, 16, 160) e4m3 bytes, qs_ptr (batch, 16, 5) e8m0
@@ -558,11 +557,18 @@ def split_attention_kernel(qb_ptr, q8_ptr, qs_ptr, kv_ptr, kv_words_ptr, scale_p
         acc = tl.zeros([HEADS, NOPE_DIMS], tl.float32)
     m_i = tl.full([HEADS], float("-inf"), tl.float32)
     l_i = tl.zeros([HEADS], tl.float32)
-    for tile_start in range(lo, full_end, BLOCK_N):
+    first = lo
+    if PEEL:  # the first tile on its own, masked (it may be the split's only tile), then the loop from the second
+        if lo < hi:
+            m_i, l_i, acc = _attention_tile(q_ops, kv_ptr, kv_words_ptr, scale_ptr, lo, hi, kv_row_bytes,
+                                            scale_row_stride, qk_scale_log2, m_i, l_i, acc, BLOCK_N, SCORES, CONVERT,
+                                            PIN, True)
+        first = lo + BLOCK_N
+    for tile_start in range(first, full_end, BLOCK_N):
         m_i, l_i, acc = _attention_tile(q_ops, kv_ptr, kv_words_ptr, scale_ptr, tile_start, hi, kv_row_bytes,
                                         scale_row_stride, qk_scale_log2, m_i, l_i, acc, BLOCK_N, SCORES, CONVERT, PIN,
                                         False)
-    tail = tl.maximum(full_end, lo)
+    tail = tl.maximum(full_end, first)
     if tail < hi:
         m_i, l_i, acc = _attention_tile(q_ops, kv_ptr, kv_words_ptr, scale_ptr, tail, hi, kv_row_bytes,
                                         scale_row_stride, qk_scale_log2, m_i, l_i, acc, BLOCK_N, SCORES, CONVERT, PIN,
@@ -574,24 +580,36 @@ def split_attention_kernel(qb_ptr, q8_ptr, qs_ptr, kv_ptr, kv_words_ptr, scale_p
     if MERGE == FUSED:
         tl.debug_barrier()
         if tl.atomic_add(count_ptr + seq, 1, sem="acq_rel", scope="gpu") == num_splits - 1:
-            for head0 in tl.static_range(0, HEADS, MERGE_HEADS):  # MERGE_HEADS heads of every split a step
-                heads_now = head0 + tl.arange(0, MERGE_HEADS)
-                dims = tl.arange(0, NOPE_DIMS)
-                m_run = tl.full([MERGE_HEADS], float("-inf"), tl.float32)
-                l_run = tl.zeros([MERGE_HEADS], tl.float32)
-                acc_run = tl.zeros([MERGE_HEADS, NOPE_DIMS], tl.float32)
-                invalid = tl.zeros([MERGE_HEADS], tl.int32)
-                for split in range(0, num_splits):
-                    row = part_ml_ptr + (seq * num_splits + split) * (2 * HEADS) + heads_now[None, :]
-                    m = tl.load(row, cache_modifier=".cg")
-                    l = tl.load(row + HEADS, cache_modifier=".cg")
-                    part_acc = tl.load(part_acc_ptr + ((seq * num_splits + split) * HEADS + heads_now[None, :, None])
-                                       * NOPE_DIMS + dims[None, None, :], cache_modifier=".cg")
-                    m_run, l_run, acc_run, invalid = _merge_step(m_run, l_run, acc_run, invalid, m, l, part_acc,
-                                                                 qk_scale_log2)
-                norm = tl.where(invalid > 0, float("nan"), tl.where(l_run > 0, 1.0 / l_run, 0.0))
-                tl.store(out_ptr + (seq * HEADS + heads_now[:, None]) * NOPE_DIMS + dims[None, :],
-                         acc_run * norm[:, None])
+            _merge_sequence(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, NOPE_DIMS)
+
+
+@triton.jit
+def _merge_sequence(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, V: tl.constexpr):
+    """out[seq] (16, V) float32 from seq's partials (part_acc (batch, num_splits, 16, V), part_ml (batch, num_splits,
+    2, 16)), MERGE_HEADS heads of every split a step, read past the L1 (.cg: they were written by other programs)."""
+    for head0 in tl.static_range(0, HEADS, MERGE_HEADS):
+        heads = head0 + tl.arange(0, MERGE_HEADS)
+        dims = tl.arange(0, V)
+        m_run = tl.full([MERGE_HEADS], float("-inf"), tl.float32)
+        l_run = tl.zeros([MERGE_HEADS], tl.float32)
+        acc_run = tl.zeros([MERGE_HEADS, V], tl.float32)
+        invalid = tl.zeros([MERGE_HEADS], tl.int32)
+        for split in range(0, num_splits):
+            row = part_ml_ptr + (seq * num_splits + split) * (2 * HEADS) + heads[None, :]
+            m = tl.load(row, cache_modifier=".cg")
+            l = tl.load(row + HEADS, cache_modifier=".cg")
+            part_acc = tl.load(part_acc_ptr + ((seq * num_splits + split) * HEADS + heads[None, :, None]) * V
+                               + dims[None, None, :], cache_modifier=".cg")
+            m_run, l_run, acc_run, invalid = _merge_step(m_run, l_run, acc_run, invalid, m, l, part_acc,
+                                                         qk_scale_log2)
+        norm = tl.where(invalid > 0, float("nan"), tl.where(l_run > 0, 1.0 / l_run, 0.0))
+        tl.store(out_ptr + (seq * HEADS + heads[:, None]) * V + dims[None, :], acc_run * norm[:, None])
+
+
+@triton.jit(do_not_specialize=["num_splits"])
+def merge_sequence_kernel(out_ptr, part_acc_ptr, part_ml_ptr, num_splits, qk_scale_log2, V: tl.constexpr):
+    """Program b: out[b] (16, V) float32 by _merge_sequence (split_attention_kernel's FUSED merge, alone)."""
+    _merge_sequence(out_ptr, part_acc_ptr, part_ml_ptr, tl.program_id(0), num_splits, qk_scale_log2, V)
 
 
 @triton.jit
