@@ -226,9 +226,9 @@ def run_block_reduce(launch, rng):
     ref.check_equal("block_reduce", "max", got[0], x.max())
     ref.check_close("block_reduce", "sum", got[1], x.astype(np.float64).sum(), rtol=1e-5, atol=1e-3)
     ref.check_equal("block_reduce", "max |x|", got[2], np.abs(x).max())
-    ref.check_equal("block_reduce", "int max, min, sum; the branch on max x > 16", out_i.numpy(),
-                    np.array([i.max(), i.min(), wrap32(i.astype(np.int64).sum()), 1 if x.max() > 16 else 2],
-                             dtype=np.int32))
+    ref.check_equal("block_reduce", "int max, min, sum; count of x > 16 (its branch taken)", out_i.numpy(),
+                    np.array([i.max(), i.min(), wrap32(i.astype(np.int64).sum()),
+                              (x > 16).sum() if x.max() > 16 else 2], dtype=np.int32))
 
 
 def run_tile_reduce(launch, rng):
@@ -453,28 +453,38 @@ def _quantize_tensor_case(name, tokens, rows_per_program, num_warps, two_pass):
 
 # --- a small split attention ------------------------------------------------------------------------------
 ATTENTION_LOG2 = 0.1 * np.log2(np.e)  # qk_scale_log2: scores x this are base-2 exponents
-QK_DIMS, NOPE_DIMS = 160, 128
-KV_ROW_BYTES, SCALE_ROW_BYTES = 96, 6
+ROPE_DIMS = 32
 
 
-def exact_q(rng, batch):
-    """(bf16 bits, float64 values) of a (batch, 16, 160) Q whose values are e4m3 values times 2^-1 or 1 with exponent
-    fields 5..9 (2^-3 .. 7.5, multiples of 2^-6): every product with exact_kv's K and every partial sum of 160 of
-    them is exact in float32 (sums below 2^14 in steps of 2^-9), so the scores do not depend on the order of
-    accumulation, and the kernel's own block quantization of it loses nothing."""
-    shape = (batch, 16, QK_DIMS)
+class KvGeometry:
+    """A KV row of `nope` + 32 e2m1 dims: its bytes padded by 16, its scale bytes (one per 32 dims) padded by 1."""
+
+    def __init__(self, nope):
+        self.nope, self.dims = nope, nope + ROPE_DIMS
+        self.row_bytes, self.scale_bytes = self.dims // 2 + 16, self.dims // 32 + 1
+
+
+def exact_q(rng, batch, dims):
+    """(bf16 bits, float64 values) of a (batch, 16, dims) Q whose values are e4m3 values times 2^-1 or 1 with exponent
+    fields 5..9 (2^-3 .. 7.5, multiples of 2^-6): with exact_kv's K every product and every partial sum of them is
+    exact in float32 (below 2^15 in steps of 2^-9), so the scores do not depend on the order of accumulation, and the
+    kernel's own block quantization of Q loses nothing."""
+    shape = (batch, 16, dims)
     codes = (rng.integers(0, 2, shape) << 7) | (rng.integers(5, 10, shape) << 3) | rng.integers(0, 8, shape)
     values = ref.e4m3_values(codes) * np.exp2(-rng.integers(0, 2, shape))
     return ref.bf16_bits(values.astype(np.float32)), values
 
 
-def exact_kv(rng, total_kv):
-    """(codes (total_kv, 96) uint8: 80 bytes of e2m1 pairs then padding, scales (total_kv, 6) e8m0 with 2^-2..2^1 in
-    bytes 0..4, float64 values (total_kv, 160))."""
-    codes = rng.integers(0, 256, (total_kv, KV_ROW_BYTES), dtype=np.uint8)
-    scales = rng.integers(0, 256, (total_kv, SCALE_ROW_BYTES), dtype=np.uint8)  # the padding: anything
-    scales[:, :5] = rng.integers(125, 129, (total_kv, 5))
-    values = ref.unpack_e2m1(codes[:, :80], axis=1) * np.repeat(ref.e8m0_values(scales[:, :5]), 32, axis=1)
+def exact_kv(rng, total_kv, geometry):
+    """(codes (total_kv, row_bytes) uint8: e2m1 pairs then padding, scales (total_kv, scale_bytes) e8m0, float64 values
+    (total_kv, dims)). Scales 2^-2..2^1 (2^-2..2^0 at 512 nope dims: |products| <= 45, so sums of 544 stay below
+    2^15), different per 32-dim block; the padding random."""
+    codes = rng.integers(0, 256, (total_kv, geometry.row_bytes), dtype=np.uint8)
+    scales = rng.integers(0, 256, (total_kv, geometry.scale_bytes), dtype=np.uint8)
+    blocks = geometry.dims // 32
+    scales[:, :blocks] = rng.integers(125, 129 if geometry.nope <= 128 else 128, (total_kv, blocks))
+    values = ref.unpack_e2m1(codes[:, :geometry.dims // 2], axis=1) * np.repeat(ref.e8m0_values(scales[:, :blocks]),
+                                                                                 32, axis=1)
     return codes, scales, values
 
 
@@ -485,17 +495,17 @@ def split_bounds(start, end, num_splits, block_n):
             for split in range(num_splits)]
 
 
-def attention_reference(q_values, k_values, indptr, num_splits, block_n):
+def attention_reference(q_values, k_values, indptr, num_splits, block_n, nope):
     """float64 answers: per split m, l, acc, acc's error scale (p @ |v|), and per sequence out and its scale; a
     sequence whose range is invalid has m and out NaN, l and acc 0."""
     batch = q_values.shape[0]
     m = np.full((batch, num_splits, 16), -np.inf)
     l = np.zeros((batch, num_splits, 16))
-    acc = np.zeros((batch, num_splits, 16, NOPE_DIMS))
+    acc = np.zeros((batch, num_splits, 16, nope))
     acc_scale = np.zeros_like(acc)
-    out = np.zeros((batch, 16, NOPE_DIMS))
+    out = np.zeros((batch, 16, nope))
     out_scale = np.zeros_like(out)
-    v_values = k_values[:, :NOPE_DIMS]
+    v_values = k_values[:, :nope]
     for seq in range(batch):
         start, end = indptr[seq], indptr[seq + 1]
         if not 0 <= start <= end <= k_values.shape[0]:  # an invalid range: no row read, m NaN, output NaN
@@ -529,45 +539,48 @@ def check_within(case, what, got, expected, scale, relative):
 
 
 def _attention_case(name, block_n, num_warps, num_stages, scores, convert, merge, merge_chunk=2, merge_dims=64,
-                    pin=False, peel=False):
+                    pin=False, peel=False, nope=128):
+    geometry = KvGeometry(nope)
+
     def run(launch, rng):
         lengths = [2 * block_n + block_n // 3 + 1, 0, block_n + block_n // 5 + 1]
         indptr = np.concatenate([[0], np.cumsum(lengths), [3]]).astype(np.int32)  # sequence 3: start > end, invalid
         batch, num_splits, total_kv = len(lengths) + 1, 2, int(indptr[-2]) + 5
-        q_bits, q_values = exact_q(rng, batch)
-        codes, scales, k_values = exact_kv(rng, total_kv)
-        q8 = tensor(np.zeros((batch, 16, QK_DIMS), dtype=np.uint8))
-        qs = tensor(np.zeros((batch, 16, 5), dtype=np.uint8))
-        part_acc = tensor(np.full((batch, num_splits, 16, NOPE_DIMS), np.nan, dtype=np.float32))
+        q_bits, q_values = exact_q(rng, batch, geometry.dims)
+        codes, scales, k_values = exact_kv(rng, total_kv, geometry)
+        q8 = tensor(np.zeros((batch, 16, geometry.dims), dtype=np.uint8))
+        qs = tensor(np.zeros((batch, 16, geometry.dims // 32), dtype=np.uint8))
+        part_acc = tensor(np.full((batch, num_splits, 16, nope), np.nan, dtype=np.float32))
         part_ml = tensor(np.full((batch, num_splits, 2, 16), np.nan, dtype=np.float32))
         count = tensor(np.zeros(batch, dtype=np.int32))
-        out = tensor(np.full((batch, 16, NOPE_DIMS), np.nan, dtype=np.float32))
+        out = tensor(np.full((batch, 16, nope), np.nan, dtype=np.float32))
         kv = tensor(codes)
         launch(tk.split_attention_kernel, (num_splits, batch), tensor(q_bits).view(torch.bfloat16), q8, qs, kv,
                kv.view(torch.int32), tensor(scales), tensor(indptr), part_acc, part_ml, count, out, total_kv,
-               num_splits, KV_ROW_BYTES, SCALE_ROW_BYTES, ATTENTION_LOG2, BLOCK_N=block_n, SCORES=scores,
-               CONVERT=convert, MERGE=merge, PIN=pin, PEEL=peel, num_warps=num_warps, num_stages=num_stages)
+               num_splits, geometry.row_bytes, geometry.scale_bytes, ATTENTION_LOG2, BLOCK_N=block_n, SCORES=scores,
+               CONVERT=convert, MERGE=merge, PIN=pin, PEEL=peel, NOPE=nope, num_warps=num_warps,
+               num_stages=num_stages)
         merged = None
         if merge == tk.PARTIALS.value:
             # an invalid split (m NaN) must make its sequence's head NaN in the merge
             part_ml_values = part_ml.numpy()
             kept = part_ml_values[0, 1, 0, 5]
             part_ml_values[0, 1, 0, 5] = np.nan
-            merged = torch.zeros((batch, 16, NOPE_DIMS), dtype=torch.bfloat16)
-            launch(tk.merge_partials_kernel, (batch, 16, NOPE_DIMS // merge_dims), merged, part_acc, part_ml,
-                   num_splits, ATTENTION_LOG2, V=NOPE_DIMS, CHUNK=merge_chunk, DIMS=merge_dims, num_warps=4)
+            merged = torch.zeros((batch, 16, nope), dtype=torch.bfloat16)
+            launch(tk.merge_partials_kernel, (batch, 16, nope // merge_dims), merged, part_acc, part_ml,
+                   num_splits, ATTENTION_LOG2, V=nope, CHUNK=merge_chunk, DIMS=merge_dims, num_warps=4)
             part_ml_values[0, 1, 0, 5] = kept
         if scores == tk.SCALED.value:
-            nope_codes, nope_scales = e4m3_blocks_reference(q_values[:, :, :NOPE_DIMS].reshape(-1, NOPE_DIMS))
+            nope_codes, nope_scales = e4m3_blocks_reference(q_values[:, :, :nope].reshape(-1, nope))
             padded = np.zeros((batch * 16, 128))
-            padded[:, :QK_DIMS - NOPE_DIMS] = q_values[:, :, NOPE_DIMS:].reshape(-1, QK_DIMS - NOPE_DIMS)
+            padded[:, :ROPE_DIMS] = q_values[:, :, nope:].reshape(-1, ROPE_DIMS)
             rope_codes, rope_scales = e4m3_blocks_reference(padded)
-            ref.check_equal(name, "quantized Q codes", q8.numpy().reshape(batch * 16, QK_DIMS),
-                            np.concatenate([nope_codes, rope_codes[:, :QK_DIMS - NOPE_DIMS]], axis=1))
-            ref.check_equal(name, "quantized Q scales", qs.numpy().reshape(batch * 16, 5),
+            ref.check_equal(name, "quantized Q codes", q8.numpy().reshape(batch * 16, geometry.dims),
+                            np.concatenate([nope_codes, rope_codes[:, :ROPE_DIMS]], axis=1))
+            ref.check_equal(name, "quantized Q scales", qs.numpy().reshape(batch * 16, geometry.dims // 32),
                             np.concatenate([nope_scales, rope_scales[:, :1]], axis=1))
         m, l, acc, acc_scale, expected_out, out_scale = attention_reference(q_values, k_values, indptr, num_splits,
-                                                                            block_n)
+                                                                            block_n, nope)
         got_m = part_ml.numpy()[:, :, 0]
         ref.check_equal(name, "split max m (exact scores; NaN: invalid range)", np.where(np.isnan(got_m), 1e30, got_m),
                         np.where(np.isnan(m), 1e30, m).astype(np.float32))
@@ -788,7 +801,7 @@ CASES = [
                                                  tk.PARTIALS.value, merge_chunk=4, merge_dims=32),
          "the same with 128-token tiles over 8 warps (AGPR accumulators, permlane swaps)"),
     Case("attention_bf16_32", _attention_case("attention_bf16_32", 32, 4, 1, tk.BF16_SCORES.value, tk.CVT_ASM.value,
-                                              tk.FUSED.value),
+                                              tk.FUSED.value, nope=512),
          "split attention with both products in bf16 from one converted tile (16x16x32 and 16x16x16 MFMA)"),
     Case("attention_bf16_portable_16", _attention_case("attention_bf16_portable_16", 16, 4, 1, tk.BF16_SCORES.value,
                                                        tk.CVT_PORTABLE.value, tk.PARTIALS.value, merge_chunk=4,

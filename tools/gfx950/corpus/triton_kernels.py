@@ -158,7 +158,8 @@ def masked_tail_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 @triton.jit
 def block_reduce_kernel(x_ptr, i_ptr, out_ptr, out_i_ptr, n, BLOCK: tl.constexpr):
     """One program: x (n,) float32, i (n,) int32 -> out (3,) = max, sum, max |x| of x; out_i (4,) = max, min, sum
-    (wrapping) of i, then 1 if max x > 16 (else out_i[3] is left as it was) (n <= BLOCK, masked lanes neutral)."""
+    (wrapping) of i, then if max x > 16 the count of x > 16 (else out_i[3] is left as it was) (n <= BLOCK, masked
+    lanes neutral)."""
     offs = tl.arange(0, BLOCK)
     ok = offs < n
     x = tl.load(x_ptr + offs, mask=ok, other=float("-inf"))
@@ -169,8 +170,12 @@ def block_reduce_kernel(x_ptr, i_ptr, out_ptr, out_i_ptr, n, BLOCK: tl.constexpr
     tl.store(out_i_ptr, tl.max(i, axis=0))
     tl.store(out_i_ptr + 1, tl.min(tl.where(ok, i, 2**31 - 1), axis=0))
     tl.store(out_i_ptr + 2, tl.sum(tl.where(ok, i, 0), axis=0))
-    if tl.max(x, axis=0) > 16.0:  # a uniform branch on a value every lane holds
-        tl.store(out_i_ptr + 3, 1)
+    if tl.max(x, axis=0) > 16.0:  # a uniform branch on a value every lane holds, around a loop
+        count = 0
+        for start in range(0, n, 128):
+            chunk = start + tl.arange(0, 128)
+            count += tl.sum((tl.load(x_ptr + chunk, mask=chunk < n, other=0.0) > 16.0).to(tl.int32), axis=0)
+        tl.store(out_i_ptr + 3, count)
 
 
 @triton.jit
@@ -345,11 +350,10 @@ def quantize_tensor_kernel(x_ptr, partials_ptr, q_ptr, scale_ptr, tokens, num_pa
 
 
 # --- a small split attention (online softmax over KV tiles, e2m1 KV, partials merged) ---------------
-# 16 heads. A KV row: NOPE_DIMS e2m1 codes in pairs (the low nibble the even dim), then ROPE_DIMS more, then
-# padding; an e8m0 scale per 32 dims in a scale row. The values are the NOPE dims. SCORES picks how the scores
-# are formed, CONVERT how e2m1 codes become bf16, MERGE how a sequence's splits become its output.
+# 16 heads. A KV row: NOPE e2m1 codes in pairs (the low nibble the even dim; NOPE a kernel constexpr, 128 or 512),
+# then ROPE_DIMS more, then padding; an e8m0 scale per 32 dims in a scale row. The values are the NOPE dims. SCORES
+# picks how the scores are formed, CONVERT how e2m1 codes become bf16, MERGE how a sequence's splits become its output.
 HEADS = tl.constexpr(16)
-NOPE_DIMS = tl.constexpr(128)
 ROPE_DIMS = tl.constexpr(32)
 SCALED_K = tl.constexpr(128)  # the scaled MFMA's K: the rope dims are padded to it
 MERGE_HEADS = tl.constexpr(4)  # heads the FUSED merge holds at once
@@ -390,12 +394,25 @@ def _pin(x, PIN: tl.constexpr):
 
 
 @triton.jit
-def _e2m1_nibble(words, SHIFT: tl.constexpr, scale):
-    """Code (words >> SHIFT) & 15 times scale as bf16: sxyz as the fp16 s00xyz000000000 = value x 2^-14, times 2^14,
-    then times scale (exact in float32 and in bf16 where the product is finite)."""
-    code = (words >> SHIFT) & 0xF
+def _bf16_bits(code, scale):
+    """e2m1 codes (int32, 0..15) times scale as bf16 bit patterns (int32, high half 0): sxyz as the fp16
+    s00xyz000000000 = value x 2^-14, times 2^14, then times scale (exact in float32 and bf16 where finite)."""
     half = (((code & 0x7) << 9) | ((code & 0x8) << 12)).to(tl.int16).to(tl.float16, bitcast=True)
-    return (half.to(tl.float32) * 16384.0 * scale).to(tl.bfloat16)
+    return (half.to(tl.float32) * 16384.0 * scale).to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+
+
+@triton.jit
+def _e2m1_pair(words, BYTE: tl.constexpr, scale, PIN: tl.constexpr):
+    """Byte BYTE of each word -> a bf16 pair (its low nibble's value in the low half) in an int32, portably."""
+    low = _bf16_bits((words >> (8 * BYTE)) & 0xF, scale)
+    high = _bf16_bits((words >> (8 * BYTE + 4)) & 0xF, scale)
+    return _pin(low | (high << 16), PIN)
+
+
+@triton.jit
+def _halves(pair):
+    """An int32 holding a bf16 pair -> (low, high) bf16."""
+    return pair.to(tl.int16).to(tl.bfloat16, bitcast=True), (pair >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
 
 
 @triton.jit
@@ -403,25 +420,24 @@ def _e2m1_to_bf16(words, scale_bytes, ROWS: tl.constexpr, WORDS: tl.constexpr, C
                   PIN: tl.constexpr):
     """words (ROWS, WORDS) int32 (code q of word j: dim 8j + q, bits 4q..4q+3), scale_bytes (ROWS, WORDS / 4) int32
     e8m0 -> (ROWS, 8 WORDS) bf16 values in dim order: code value x 2^(scale - 127) (scale 0: 2^-127; 255: NaN),
-    exact. CVT_ASM passes the scale byte as a float32's exponent field, all the instruction reads."""
+    exact. Byte b of a word becomes a bf16 pair p_b: CVT_ASM by v_cvt_scalef32_pk_bf16_fp4 (given the scale byte as a
+    float32's exponent field, all the instruction reads), CVT_PORTABLE by integer and fp16 operations."""
     exponent_field = tl.reshape(tl.broadcast_to((scale_bytes << 23)[:, :, None], (ROWS, WORDS // 4, 4)), (ROWS, WORDS))
     if CONVERT == CVT_ASM:
         p0, p1, p2, p3 = tl.inline_asm_elementwise(
             asm=E2M1_PAIRS_ASM, constraints="=&v,=&v,=&v,=v,v,v",
             args=[words, exponent_field.to(tl.float32, bitcast=True)],
             dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=True, pack=1)
-        low0, high0 = p0.to(tl.int16).to(tl.bfloat16, bitcast=True), (p0 >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
-        low1, high1 = p1.to(tl.int16).to(tl.bfloat16, bitcast=True), (p1 >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
-        low2, high2 = p2.to(tl.int16).to(tl.bfloat16, bitcast=True), (p2 >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
-        low3, high3 = p3.to(tl.int16).to(tl.bfloat16, bitcast=True), (p3 >> 16).to(tl.int16).to(tl.bfloat16, bitcast=True)
     else:
         # 2^(byte - 127): byte 0 is the float32 denormal 2^-127, byte 255 NaN
         scale_bits = tl.where(exponent_field == 0, 0x00400000, exponent_field)
         scale = tl.where(exponent_field == 255 << 23, 0x7FC00000, scale_bits).to(tl.float32, bitcast=True)
-        low0, high0 = _pin(_e2m1_nibble(words, 0, scale), PIN), _pin(_e2m1_nibble(words, 4, scale), PIN)
-        low1, high1 = _pin(_e2m1_nibble(words, 8, scale), PIN), _pin(_e2m1_nibble(words, 12, scale), PIN)
-        low2, high2 = _pin(_e2m1_nibble(words, 16, scale), PIN), _pin(_e2m1_nibble(words, 20, scale), PIN)
-        low3, high3 = _pin(_e2m1_nibble(words, 24, scale), PIN), _pin(_e2m1_nibble(words, 28, scale), PIN)
+        p0, p1 = _e2m1_pair(words, 0, scale, PIN), _e2m1_pair(words, 1, scale, PIN)
+        p2, p3 = _e2m1_pair(words, 2, scale, PIN), _e2m1_pair(words, 3, scale, PIN)
+    low0, high0 = _halves(p0)
+    low1, high1 = _halves(p1)
+    low2, high2 = _halves(p2)
+    low3, high3 = _halves(p3)
     # nested joins put the outermost join's index last: (byte bit 1, byte bit 0, nibble) -> dim 8j + 2 byte + nibble
     lows = tl.join(tl.join(low0, low2), tl.join(low1, low3))
     highs = tl.join(tl.join(high0, high2), tl.join(high1, high3))
@@ -451,32 +467,32 @@ def _load_rows(base, cols, ok, other, MASKED: tl.constexpr):
 @triton.jit
 def _attention_tile(q_ops, kv_ptr, kv_words_ptr, scale_ptr, tile_start, hi, kv_row_bytes, scale_row_stride,
                     qk_scale_log2, m_i, l_i, acc, BLOCK_N: tl.constexpr, SCORES: tl.constexpr,
-                    CONVERT: tl.constexpr, PIN: tl.constexpr, MASKED: tl.constexpr):
+                    CONVERT: tl.constexpr, PIN: tl.constexpr, MASKED: tl.constexpr, NOPE: tl.constexpr):
     """One tile of online softmax: scores (16, BLOCK_N), m_i / l_i (16,) running max and sum, acc the values' running
-    sum ((128, 16) transposed for SCALED, (16, 128) for BF16_SCORES). MASKED: rows past hi read 0 and score -inf."""
+    sum ((NOPE, 16) transposed for SCALED, (16, NOPE) for BF16_SCORES). MASKED: rows past hi read 0 and score -inf."""
     rows = tile_start + tl.arange(0, BLOCK_N)
     ok = (rows < hi)[:, None]
     kv_rows = kv_ptr + rows.to(tl.int64)[:, None] * kv_row_bytes
     word_rows = kv_words_ptr + rows[:, None] * (kv_row_bytes // 4)
     scale_rows = scale_ptr + rows.to(tl.int64)[:, None] * scale_row_stride
-    words = _load_rows(word_rows, tl.arange(0, NOPE_DIMS // 8), ok, 0, MASKED)
-    scales = _load_rows(scale_rows, tl.arange(0, NOPE_DIMS // 32), ok, 127, MASKED).to(tl.int32)
+    words = _load_rows(word_rows, tl.arange(0, NOPE // 8), ok, 0, MASKED)
+    scales = _load_rows(scale_rows, tl.arange(0, NOPE // 32), ok, 127, MASKED).to(tl.int32)
     if SCORES == SCALED:
         q8, qs, q8_rope, qs_rope = q_ops
-        codes = _load_rows(kv_rows, tl.arange(0, NOPE_DIMS // 2), ok, 0, MASKED)
+        codes = _load_rows(kv_rows, tl.arange(0, NOPE // 2), ok, 0, MASKED)
         rope_bytes = tl.arange(0, SCALED_K // 2)
         rope_blocks = tl.arange(0, SCALED_K // 32)
-        rope = tl.load(kv_rows + NOPE_DIMS // 2 + rope_bytes[None, :], mask=ok & (rope_bytes < ROPE_DIMS // 2)[None, :],
+        rope = tl.load(kv_rows + NOPE // 2 + rope_bytes[None, :], mask=ok & (rope_bytes < ROPE_DIMS // 2)[None, :],
                        other=0)
-        rope_scales = tl.load(scale_rows + NOPE_DIMS // 32 + rope_blocks[None, :],
+        rope_scales = tl.load(scale_rows + NOPE // 32 + rope_blocks[None, :],
                               mask=ok & (rope_blocks < ROPE_DIMS // 32)[None, :], other=127)
         scores = tl.dot_scaled(q8, qs, "e4m3", tl.trans(codes), scales.to(tl.uint8), "e2m1")
         scores = tl.dot_scaled(q8_rope, qs_rope, "e4m3", tl.trans(rope), rope_scales, "e2m1", scores)
     else:
         q_nope, q_rope = q_ops
-        rope_words = _load_rows(word_rows + NOPE_DIMS // 8, tl.arange(0, ROPE_DIMS // 8), ok, 0, MASKED)
-        rope_scales = _load_rows(scale_rows + NOPE_DIMS // 32, tl.arange(0, ROPE_DIMS // 32), ok, 127, MASKED)
-        k = _e2m1_to_bf16(words, scales, BLOCK_N, NOPE_DIMS // 8, CONVERT, PIN)
+        rope_words = _load_rows(word_rows + NOPE // 8, tl.arange(0, ROPE_DIMS // 8), ok, 0, MASKED)
+        rope_scales = _load_rows(scale_rows + NOPE // 32, tl.arange(0, ROPE_DIMS // 32), ok, 127, MASKED)
+        k = _e2m1_to_bf16(words, scales, BLOCK_N, NOPE // 8, CONVERT, PIN)
         k_rope = _e2m1_to_bf16(rope_words, rope_scales.to(tl.int32), BLOCK_N, ROPE_DIMS // 8, CONVERT, PIN)
         scores = tl.dot(q_rope, tl.trans(k_rope), tl.dot(q_nope, tl.trans(k)))
     if MASKED:
@@ -486,7 +502,7 @@ def _attention_tile(q_ops, kv_ptr, kv_words_ptr, scale_ptr, tile_start, hi, kv_r
     p = tl.exp2(scores * qk_scale_log2 - (m_new * qk_scale_log2)[:, None])
     l_i = l_i * alpha + tl.sum(p, axis=1)
     if SCORES == SCALED:
-        v = _e2m1_to_bf16(words, scales, BLOCK_N, NOPE_DIMS // 8, CONVERT, PIN)
+        v = _e2m1_to_bf16(words, scales, BLOCK_N, NOPE // 8, CONVERT, PIN)
         acc = tl.dot(tl.trans(v), tl.trans(p.to(tl.bfloat16)), acc * alpha[None, :])
     else:
         acc = tl.dot(p.to(tl.bfloat16), k, acc * alpha[:, None])
@@ -494,34 +510,35 @@ def _attention_tile(q_ops, kv_ptr, kv_words_ptr, scale_ptr, tile_start, hi, kv_r
 
 
 @triton.jit
-def _quantized_q(qb_ptr, q8_ptr, qs_ptr, seq, split):
-    """SCALED: the bf16 Q rows of `seq` -> (e4m3 nope (16, 128), its scales (16, 4), e4m3 rope padded to 128 with
-    zeros, its scales (16, 4)) by _e4m3_blocks; split 0 writes them to q8 (batch, 16, 160) / qs (batch, 16, 5)."""
+def _quantized_q(qb_ptr, q8_ptr, qs_ptr, seq, split, NOPE: tl.constexpr):
+    """SCALED: the bf16 Q rows of `seq` -> (e4m3 nope (16, NOPE), its scales (16, NOPE / 32), e4m3 rope padded to 128
+    with zeros, its scales (16, 4)) by _e4m3_blocks; split 0 writes them to q8 (batch, 16, NOPE + 32) / qs (batch, 16,
+    NOPE / 32 + 1)."""
     heads = tl.arange(0, HEADS)[:, None]
-    q_rows = qb_ptr + seq * (HEADS * (NOPE_DIMS + ROPE_DIMS)) + heads * (NOPE_DIMS + ROPE_DIMS)
+    q_rows = qb_ptr + seq * (HEADS * (NOPE + ROPE_DIMS)) + heads * (NOPE + ROPE_DIMS)
     rope_dims = tl.arange(0, SCALED_K)[None, :]
-    q_nope = tl.load(q_rows + tl.arange(0, NOPE_DIMS)[None, :]).to(tl.float32)
-    q_rope = tl.load(q_rows + NOPE_DIMS + rope_dims, mask=rope_dims < ROPE_DIMS, other=0.0).to(tl.float32)
-    q8, qs = _e4m3_blocks(q_nope, HEADS, NOPE_DIMS // 32)
+    q_nope = tl.load(q_rows + tl.arange(0, NOPE)[None, :]).to(tl.float32)
+    q_rope = tl.load(q_rows + NOPE + rope_dims, mask=rope_dims < ROPE_DIMS, other=0.0).to(tl.float32)
+    q8, qs = _e4m3_blocks(q_nope, HEADS, NOPE // 32)
     q8_rope, qs_rope = _e4m3_blocks(q_rope, HEADS, SCALED_K // 32)
     if split == 0:
-        q8_rows = q8_ptr + seq * (HEADS * (NOPE_DIMS + ROPE_DIMS)) + heads * (NOPE_DIMS + ROPE_DIMS)
-        qs_rows = qs_ptr + seq * (HEADS * 5) + heads * 5
+        q8_rows = q8_ptr + seq * (HEADS * (NOPE + ROPE_DIMS)) + heads * (NOPE + ROPE_DIMS)
+        qs_rows = qs_ptr + seq * (HEADS * (NOPE // 32 + 1)) + heads * (NOPE // 32 + 1)
         rope_blocks = tl.arange(0, SCALED_K // 32)[None, :]
-        tl.store(q8_rows + tl.arange(0, NOPE_DIMS)[None, :], q8.to(tl.uint8, bitcast=True))
-        tl.store(q8_rows + NOPE_DIMS + rope_dims, q8_rope.to(tl.uint8, bitcast=True), mask=rope_dims < ROPE_DIMS)
-        tl.store(qs_rows + tl.arange(0, NOPE_DIMS // 32)[None, :], qs)
-        tl.store(qs_rows + NOPE_DIMS // 32 + rope_blocks, qs_rope, mask=rope_blocks < ROPE_DIMS // 32)
+        tl.store(q8_rows + tl.arange(0, NOPE)[None, :], q8.to(tl.uint8, bitcast=True))
+        tl.store(q8_rows + NOPE + rope_dims, q8_rope.to(tl.uint8, bitcast=True), mask=rope_dims < ROPE_DIMS)
+        tl.store(qs_rows + tl.arange(0, NOPE // 32)[None, :], qs)
+        tl.store(qs_rows + NOPE // 32 + rope_blocks, qs_rope, mask=rope_blocks < ROPE_DIMS // 32)
     return q8, qs, q8_rope, qs_rope
 
 
 @triton.jit
-def _acc_offsets(SCORES: tl.constexpr):
-    """Element offsets of a (16, 128) head x dim block in the accumulator's layout."""
+def _acc_offsets(SCORES: tl.constexpr, NOPE: tl.constexpr):
+    """Element offsets of a (16, NOPE) head x dim block in the accumulator's layout."""
     if SCORES == SCALED:
-        offs = tl.arange(0, HEADS)[None, :] * NOPE_DIMS + tl.arange(0, NOPE_DIMS)[:, None]
+        offs = tl.arange(0, HEADS)[None, :] * NOPE + tl.arange(0, NOPE)[:, None]
     else:
-        offs = tl.arange(0, HEADS)[:, None] * NOPE_DIMS + tl.arange(0, NOPE_DIMS)[None, :]
+        offs = tl.arange(0, HEADS)[:, None] * NOPE + tl.arange(0, NOPE)[None, :]
     return offs
 
 
@@ -529,32 +546,33 @@ def _acc_offsets(SCORES: tl.constexpr):
 def split_attention_kernel(qb_ptr, q8_ptr, qs_ptr, kv_ptr, kv_words_ptr, scale_ptr, kv_indptr_ptr, part_acc_ptr,
                            part_ml_ptr, count_ptr, out_ptr, total_kv, num_splits, kv_row_bytes, scale_row_stride,
                            qk_scale_log2, BLOCK_N: tl.constexpr, SCORES: tl.constexpr, CONVERT: tl.constexpr,
-                           MERGE: tl.constexpr, PIN: tl.constexpr = False, PEEL: tl.constexpr = False):
+                           MERGE: tl.constexpr, PIN: tl.constexpr = False, PEEL: tl.constexpr = False,
+                           NOPE: tl.constexpr = 128):
     """Program (s, b) of grid (num_splits, batch): split s of sequence b's KV rows [kv_indptr[b], kv_indptr[b + 1]),
     in whole BLOCK_N tiles per split (_split_rows), unmasked full tiles then a masked tail (PEEL: the first tile
     masked before them).
 
-    qb_ptr       (batch, 16, 160) bf16 Q (128 nope dims, 32 rope dims); SCALED quantizes it (_quantized_q) and
-                 split 0 writes q8_ptr (batch, 16, 160) e4m3 bytes, qs_ptr (batch, 16, 5) e8m0
-    kv_ptr       (total_kv, kv_row_bytes) bytes: 160 e2m1 codes in pairs (bytes 0..79); kv_words_ptr the same as int32
-    scale_ptr    (total_kv, scale_row_stride) e8m0: byte j scales dims 32j..32j+31 (5 per row)
+    qb_ptr       (batch, 16, NOPE + 32) bf16 Q (NOPE nope dims, 32 rope dims); SCALED quantizes it (_quantized_q) and
+                 split 0 writes q8_ptr (batch, 16, NOPE + 32) e4m3 bytes, qs_ptr (batch, 16, NOPE / 32 + 1) e8m0
+    kv_ptr       (total_kv, kv_row_bytes) bytes: NOPE + 32 e2m1 codes in pairs; kv_words_ptr the same as int32
+    scale_ptr    (total_kv, scale_row_stride) e8m0: byte j scales dims 32j..32j+31 (NOPE / 32 + 1 per row)
     kv_indptr    (batch + 1,) int32; an invalid range (start < 0, start > end, end > total_kv) reads no row and
                  its partials' m is NaN (FUSED: its output NaN)
-    part_acc     (batch, num_splits, 16, 128) float32: sum over the split's rows of p v (p = 2^((s - m) qk_scale_log2)
+    part_acc     (batch, num_splits, 16, NOPE) float32: sum over the split's rows of p v (p = 2^((s - m) qk_scale_log2)
                  rounded to bf16; v = the row's nope dims); part_ml (batch, num_splits, 2, 16): m (the split's largest
                  raw score, -inf if empty), l (sum of p)
     count_ptr    (batch,) int32 from 0 (FUSED): the program drawing ticket num_splits - 1 merges the sequence's splits
-                 into out (batch, 16, 128) float32 = sum p v / sum p over the whole sequence (0 when empty)"""
+                 into out (batch, 16, NOPE) float32 = sum p v / sum p over the whole sequence (0 when empty)"""
     seq, range_ok, lo, full_end, hi = _split_rows(kv_indptr_ptr, total_kv, num_splits, BLOCK_N)
     heads = tl.arange(0, HEADS)
     if SCORES == SCALED:
-        q_ops = _quantized_q(qb_ptr, q8_ptr, qs_ptr, seq, tl.program_id(0))
-        acc = tl.zeros([NOPE_DIMS, HEADS], tl.float32)
+        q_ops = _quantized_q(qb_ptr, q8_ptr, qs_ptr, seq, tl.program_id(0), NOPE)
+        acc = tl.zeros([NOPE, HEADS], tl.float32)
     else:
-        q_rows = qb_ptr + seq * (HEADS * (NOPE_DIMS + ROPE_DIMS)) + heads[:, None] * (NOPE_DIMS + ROPE_DIMS)
-        q_ops = (tl.load(q_rows + tl.arange(0, NOPE_DIMS)[None, :]),
-                 tl.load(q_rows + NOPE_DIMS + tl.arange(0, ROPE_DIMS)[None, :]))
-        acc = tl.zeros([HEADS, NOPE_DIMS], tl.float32)
+        q_rows = qb_ptr + seq * (HEADS * (NOPE + ROPE_DIMS)) + heads[:, None] * (NOPE + ROPE_DIMS)
+        q_ops = (tl.load(q_rows + tl.arange(0, NOPE)[None, :]),
+                 tl.load(q_rows + NOPE + tl.arange(0, ROPE_DIMS)[None, :]))
+        acc = tl.zeros([HEADS, NOPE], tl.float32)
     m_i = tl.full([HEADS], float("-inf"), tl.float32)
     l_i = tl.zeros([HEADS], tl.float32)
     first = lo
@@ -562,25 +580,25 @@ def split_attention_kernel(qb_ptr, q8_ptr, qs_ptr, kv_ptr, kv_words_ptr, scale_p
         if lo < hi:
             m_i, l_i, acc = _attention_tile(q_ops, kv_ptr, kv_words_ptr, scale_ptr, lo, hi, kv_row_bytes,
                                             scale_row_stride, qk_scale_log2, m_i, l_i, acc, BLOCK_N, SCORES, CONVERT,
-                                            PIN, True)
+                                            PIN, True, NOPE)
         first = lo + BLOCK_N
     for tile_start in range(first, full_end, BLOCK_N):
         m_i, l_i, acc = _attention_tile(q_ops, kv_ptr, kv_words_ptr, scale_ptr, tile_start, hi, kv_row_bytes,
                                         scale_row_stride, qk_scale_log2, m_i, l_i, acc, BLOCK_N, SCORES, CONVERT, PIN,
-                                        False)
+                                        False, NOPE)
     tail = tl.maximum(full_end, first)
     if tail < hi:
         m_i, l_i, acc = _attention_tile(q_ops, kv_ptr, kv_words_ptr, scale_ptr, tail, hi, kv_row_bytes,
                                         scale_row_stride, qk_scale_log2, m_i, l_i, acc, BLOCK_N, SCORES, CONVERT, PIN,
-                                        True)
+                                        True, NOPE)
     part = seq * num_splits + tl.program_id(0)
-    tl.store(part_acc_ptr + part * (HEADS * NOPE_DIMS) + _acc_offsets(SCORES), acc)
+    tl.store(part_acc_ptr + part * (HEADS * NOPE) + _acc_offsets(SCORES, NOPE), acc)
     tl.store(part_ml_ptr + part * (2 * HEADS) + heads, tl.where(range_ok, m_i, float("nan")))
     tl.store(part_ml_ptr + part * (2 * HEADS) + HEADS + heads, l_i)
     if MERGE == FUSED:
         tl.debug_barrier()
         if tl.atomic_add(count_ptr + seq, 1, sem="acq_rel", scope="gpu") == num_splits - 1:
-            _merge_sequence(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, NOPE_DIMS)
+            _merge_sequence(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, NOPE)
 
 
 @triton.jit
