@@ -121,15 +121,19 @@ def run_byte_ops(launch, rng):
     h = rng.integers(-(2 ** 15), 2 ** 15, (rows, 8)).astype(np.int16)
     h[0, :4] = [-(2 ** 15), 2 ** 15 - 1, -1, 0x0100]
     f = (rng.standard_normal((rows, 8)) * 1000).astype(np.float32)
-    field = tensor(np.zeros((rows, 16), dtype=np.int32))
+    shift = 11
+    field = tensor(np.zeros((2, rows, 16), dtype=np.int32))
     half = tensor(np.zeros((tk.NUM_HALF_OPS, rows, 8), dtype=np.int16))
     pack = torch.zeros((rows, 8), dtype=torch.bfloat16)
-    launch(tk.byte_ops_kernel, (triton_cdiv(rows, 64),), tensor(b), tensor(h), tensor(f), field, half, pack, rows,
-           ROWS=64, num_warps=4)
-    ref.check_equal("byte_ops", "byte << 23", field.numpy(), (b.astype(np.int64) << 23).astype(np.int32))
+    word = tensor(np.zeros((rows, 8), dtype=np.int32))
+    launch(tk.byte_ops_kernel, (triton_cdiv(rows, 64),), tensor(b), tensor(h), tensor(f), field, half, pack, word, rows,
+           shift, ROWS=64, num_warps=4)
+    ref.check_equal("byte_ops", "byte << 23", field.numpy()[0], (b.astype(np.int64) << 23).astype(np.int32))
+    ref.check_equal("byte_ops", "byte << shift", field.numpy()[1], (b.astype(np.int64) << shift).astype(np.int32))
     h64, low, high = h.astype(np.int64), b[:, :8].astype(np.int64), b[:, 8:].astype(np.int64)
+    ref.check_equal("byte_ops", "uint16 << shift", word.numpy(), ((h64 & 0xFFFF) << shift).astype(np.int32))
     expected = {"add_hi": h64 + 0x7F00, "bitsel": (h64 & 0x0FF0) | (~h64 & low), "shr": (h64 & 0xFFFF) >> 3,
-                "byte_shl": high << 8}
+                "byte_shl": high << 8, "byte_shl_var": high << shift}
     for row, name in enumerate(tk.HALF_OPS):
         ref.check_equal("byte_ops", f"int16 {name}", half.numpy()[row], expected[name].astype(np.uint16).view(np.int16))
     ref.check_equal("byte_ops", "bf16 of f x 0.5", bits_of(pack), ref.bf16_bits(f * np.float32(0.5)))

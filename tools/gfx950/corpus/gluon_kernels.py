@@ -103,6 +103,7 @@ NOPE_L = gl.constexpr(gl.BlockedLayout([1, 16], [8, 8], [4, 1], [1, 0]))   # (12
 ROPE_L = gl.constexpr(gl.BlockedLayout([1, 16], [16, 4], [4, 1], [1, 0]))  # (128, 64) uint8
 SCALES_L = gl.constexpr(gl.BlockedLayout([1, 1], [16, 4], [4, 1], [1, 0]))  # (128, 4) int32, 3 real
 WORDS_L = gl.constexpr(gl.BlockedLayout([1, 4], [16, 4], [4, 1], [1, 0]))  # (128, 16) int32
+VALUE_SCALE_L = gl.constexpr(gl.BlockedLayout([1, 4], [64, 1], [2, 2], [1, 0]))  # (128, 4) uint8: a row's 4 a lane
 # byte b of word $4 -> bf16 pair $b (low nibble in the low half) times the float32 scale $5
 E2M1_PAIRS_ASM = gl.constexpr("""
         v_cvt_scalef32_pk_bf16_fp4 $0, $4, $5
@@ -162,23 +163,38 @@ def gluon_quantize_kernel(x_ptr, q8_ptr, qs_ptr):
 
 @gluon.jit
 def _copy_kv_tile(nope_smem, rope_smem, scales_smem, slot, kv_ptr, scale_ptr, first, end):
-    """KV rows [first, first + 128) into ring slot `slot` (rows >= end masked), one commit group."""
+    """KV rows [first, first + 128) into ring slot `slot`, one commit group: a full tile unmasked, a partial one with
+    the rows >= end masked (their LDS bytes read as zeros)."""
+    if end - first >= TOKENS:
+        _copy_kv_rows(nope_smem.index(slot), rope_smem.index(slot), scales_smem.index(slot), kv_ptr, scale_ptr, first,
+                      end, False)
+    else:
+        _copy_kv_rows(nope_smem.index(slot), rope_smem.index(slot), scales_smem.index(slot), kv_ptr, scale_ptr, first,
+                      end, True)
+    gl.amd.cdna4.async_copy.commit_group()
+
+
+@gluon.jit
+def _copy_kv_rows(nope_dest, rope_dest, scales_dest, kv_ptr, scale_ptr, first, end, MASKED: gl.constexpr):
     rows = first + gl.arange(0, TOKENS, layout=gl.SliceLayout(1, NOPE_L))
-    gl.amd.cdna4.async_copy.buffer_load_to_shared(
-        nope_smem.index(slot), kv_ptr,
-        rows[:, None] * ROW_BYTES + gl.arange(0, NOPE_BYTES, layout=gl.SliceLayout(0, NOPE_L))[None, :],
-        mask=(rows < end)[:, None])
+    offs = rows[:, None] * ROW_BYTES + gl.arange(0, NOPE_BYTES, layout=gl.SliceLayout(0, NOPE_L))[None, :]
+    if MASKED:
+        gl.amd.cdna4.async_copy.buffer_load_to_shared(nope_dest, kv_ptr, offs, mask=(rows < end)[:, None])
+    else:
+        gl.amd.cdna4.async_copy.buffer_load_to_shared(nope_dest, kv_ptr, offs)
     rows = first + gl.arange(0, TOKENS, layout=gl.SliceLayout(1, ROPE_L))
-    gl.amd.cdna4.async_copy.buffer_load_to_shared(
-        rope_smem.index(slot), kv_ptr,
-        rows[:, None] * ROW_BYTES + NOPE_BYTES + gl.arange(0, ROPE_BYTES, layout=gl.SliceLayout(0, ROPE_L))[None, :],
-        mask=(rows < end)[:, None])
+    offs = rows[:, None] * ROW_BYTES + NOPE_BYTES + gl.arange(0, ROPE_BYTES, layout=gl.SliceLayout(0, ROPE_L))[None, :]
+    if MASKED:
+        gl.amd.cdna4.async_copy.buffer_load_to_shared(rope_dest, kv_ptr, offs, mask=(rows < end)[:, None])
+    else:
+        gl.amd.cdna4.async_copy.buffer_load_to_shared(rope_dest, kv_ptr, offs)
     rows = first + gl.arange(0, TOKENS, layout=gl.SliceLayout(1, SCALES_L))
     words = gl.arange(0, 4, layout=gl.SliceLayout(0, SCALES_L))
-    gl.amd.cdna4.async_copy.buffer_load_to_shared(
-        scales_smem.index(slot), scale_ptr.to(gl.pointer_type(gl.int32)), rows[:, None] * SCALE_WORDS + words[None, :],
-        mask=(rows < end)[:, None] & (words < SCALE_WORDS)[None, :])
-    gl.amd.cdna4.async_copy.commit_group()
+    real = (words < SCALE_WORDS)[None, :]
+    if MASKED:
+        real = real & (rows < end)[:, None]
+    gl.amd.cdna4.async_copy.buffer_load_to_shared(scales_dest, scale_ptr.to(gl.pointer_type(gl.int32)),
+                                                  rows[:, None] * SCALE_WORDS + words[None, :], mask=real)
 
 
 @gluon.jit
@@ -191,9 +207,11 @@ def _bf16_halves(pair):
 
 @gluon.jit
 def _tile_values(words, scale_bytes):
-    """words (128, 16) int32 of e2m1 codes, scale_bytes (128, 16) the scale byte of each word's block -> (128, 128)
-    bf16 in dim order, by v_cvt_scalef32_pk_bf16_fp4."""
-    vscale = (scale_bytes.to(gl.int32) << 23).to(gl.float32, bitcast=True)
+    """words (128, 16) int32 of e2m1 codes, scale_bytes (128, 4) uint8 the scales of dims 0..127 (block j: words 4j ..
+    4j + 3) -> (128, 128) bf16 in dim order, by v_cvt_scalef32_pk_bf16_fp4."""
+    field = (scale_bytes.to(gl.int32) << 23).to(gl.float32, bitcast=True)
+    field = gl.reshape(gl.join(gl.join(field, field), gl.join(field, field)), [TOKENS, VALUE_WORDS])  # block per word
+    vscale = gl.convert_layout(field, words.type.layout)
     r0, r1, r2, r3 = gl.inline_asm_elementwise(E2M1_PAIRS_ASM, "=&v,=&v,=&v,=v,v,v", [words, vscale],
                                                dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
     v = gl.join(gl.join(_bf16_halves(r0), _bf16_halves(r2)), gl.join(_bf16_halves(r1), _bf16_halves(r3)))
@@ -246,7 +264,7 @@ def gluon_attention_kernel(qb_ptr, q8_ptr, qs_ptr, kv_ptr, scale_ptr, kv_indptr_
         gl.amd.cdna4.buffer_store(s, scores_ptr, seq * (16 * 256) + head[:, None] * 256 + tile * TOKENS + token[None, :],
                                   mask=(tile < 2) & (head < 16)[:, None])
         m_new = gl.maximum(m_i, gl.max(s, axis=1))
-        m_use = gl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no score yet: no NaN from -inf - -inf
+        m_use = gl.where(m_new != float("-inf"), m_new, 0.0)  # a row with no score yet: no NaN from -inf - -inf
         alpha = gl.exp2((m_i - m_use) * qk_scale_log2)
         p = gl.exp2((s - m_use[:, None]) * qk_scale_log2)
         l_i = l_i * alpha + gl.sum(p, axis=1)
@@ -254,11 +272,7 @@ def gluon_attention_kernel(qb_ptr, q8_ptr, qs_ptr, kv_ptr, scale_ptr, kv_indptr_
         words = gl.amd.cdna4.async_copy.load_shared_relaxed(
             _reinterpret(nope_smem.index(slot), gl.int32, [TOKENS, NOPE_BYTES // 4], FLAT).slice(0, VALUE_WORDS, 1),
             WORDS_L)
-        rows = first + gl.arange(0, TOKENS, layout=gl.SliceLayout(1, WORDS_L))
-        word = gl.arange(0, VALUE_WORDS, layout=gl.SliceLayout(0, WORDS_L))
-        scale_bytes = gl.amd.cdna4.buffer_load(scale_ptr, rows[:, None] * (4 * SCALE_WORDS) + word[None, :] // 4,
-                                               mask=(rows < end)[:, None], other=127)  # word j's block: j // 4
-        v = _tile_values(words, scale_bytes)
+        v = _tile_values(words, gl.amd.cdna4.async_copy.load_shared_relaxed(scale_view.slice(0, 4, 1), VALUE_SCALE_L))
         alpha_v = gl.convert_layout(alpha, gl.SliceLayout(1, V_MMA))
         acc = gl.amd.cdna4.mfma(gl.convert_layout(p.to(gl.bfloat16), P_A), gl.convert_layout(v, V_B),
                                 acc * alpha_v[:, None])

@@ -77,22 +77,24 @@ def integer_ops_kernel(a_ptr, b_ptr, c_ptr, out_ptr, n, BLOCK: tl.constexpr):
         tl.store(out_ptr + k * n + offs, results[k], mask=ok)
 
 
-HALF_OPS = ("add_hi", "bitsel", "shr", "byte_shl")
+HALF_OPS = ("add_hi", "bitsel", "shr", "byte_shl", "byte_shl_var")
 NUM_HALF_OPS = tl.constexpr(len(HALF_OPS))
 
 
 @triton.jit
-def byte_ops_kernel(b_ptr, h_ptr, f_ptr, field_ptr, half_ptr, pack_ptr, rows, ROWS: tl.constexpr):
-    """Narrow integers packed in registers; program p takes rows [p ROWS, + ROWS), masked past `rows`.
-    b (rows, 16) uint8 -> field (rows, 16) int32 = b << 23 (a byte as a float's exponent field);
+def byte_ops_kernel(b_ptr, h_ptr, f_ptr, field_ptr, half_ptr, pack_ptr, word_ptr, rows, shift, ROWS: tl.constexpr):
+    """Narrow integers packed in registers; program p takes rows [p ROWS, + ROWS), masked past `rows`; shift a runtime
+    shift amount (in [8, 15]: the 16-bit shifts use it too).
+    b (rows, 16) uint8 -> field (2, rows, 16) int32 = b << 23 (a byte as a float's exponent field), b << shift;
     h (rows, 8) int16 -> half (NUM_HALF_OPS, rows, 8) int16: h + 0x7F00, (h & 0x0FF0) | (~h & b[:, :8]), h as uint16
-    >> 3, b[:, 8:] << 8 (16-bit);
+    >> 3, b[:, 8:] << 8, b[:, 8:] << shift (16-bit); word (rows, 8) int32 = (h as uint16) << shift;
     f (rows, 8) float32 -> pack (rows, 8) bf16 = f x 0.5 (rounded to nearest even)."""
     r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     ok = (r < rows)[:, None]
     cols8 = tl.arange(0, 8)[None, :]
     b = tl.load(b_ptr + r[:, None] * 16 + tl.arange(0, 16)[None, :], mask=ok, other=0)
     tl.store(field_ptr + r[:, None] * 16 + tl.arange(0, 16)[None, :], b.to(tl.int32) << 23, mask=ok)
+    tl.store(field_ptr + rows * 16 + r[:, None] * 16 + tl.arange(0, 16)[None, :], b.to(tl.int32) << shift, mask=ok)
     h = tl.load(h_ptr + r[:, None] * 8 + cols8, mask=ok, other=0)
     low_bytes = tl.load(b_ptr + r[:, None] * 16 + cols8, mask=ok, other=0).to(tl.int16)
     high_bytes = tl.load(b_ptr + r[:, None] * 16 + 8 + cols8, mask=ok, other=0).to(tl.int16)
@@ -101,9 +103,11 @@ def byte_ops_kernel(b_ptr, h_ptr, f_ptr, field_ptr, half_ptr, pack_ptr, rows, RO
         (h & 0x0FF0) | (~h & low_bytes),
         (h.to(tl.uint16, bitcast=True) >> 3).to(tl.int16, bitcast=True),
         high_bytes << 8,
+        high_bytes << shift.to(tl.int16),
     )
     for k in tl.static_range(NUM_HALF_OPS):
         tl.store(half_ptr + k * rows * 8 + r[:, None] * 8 + cols8, results[k], mask=ok)
+    tl.store(word_ptr + r[:, None] * 8 + cols8, h.to(tl.uint16, bitcast=True).to(tl.int32) << shift, mask=ok)
     f = tl.load(f_ptr + r[:, None] * 8 + cols8, mask=ok, other=0.0)
     tl.store(pack_ptr + r[:, None] * 8 + cols8, (f * 0.5).to(tl.bfloat16), mask=ok)
 
