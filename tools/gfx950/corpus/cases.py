@@ -249,6 +249,21 @@ def run_tile_reduce(launch, rng):
     ref.check_close("tile_reduce", "column sum", outs[3].numpy(), tile.sum(axis=0), rtol=1e-5, atol=1e-4)
 
 
+def run_spill(launch, rng):
+    """A 128 x 128 tile on one wave, two tiles live across two reductions: the build spills (scratch_store/load,
+    AGPR moves). Each element within 1e-5 of the float64 answer's magnitude (fp32 sums of 128 terms in any order)."""
+    rows = cols = 128
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    y = rng.standard_normal((rows, cols)).astype(np.float32)
+    out = tensor(np.full((rows, cols), np.nan, dtype=np.float32))
+    launch(tk.spill_kernel, (1,), tensor(x), tensor(y), out, ROWS=rows, COLS=cols, num_warps=1)
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    z, w = (x64 * y64).sum(axis=1), (x64 + y64).sum(axis=0)
+    expected = x64 * z[:, None] + y64 * w[None, :]
+    magnitude = np.abs(x64) * np.abs(x64 * y64).sum(axis=1)[:, None] + np.abs(y64) * np.abs(x64 + y64).sum(axis=0)
+    check_within("spill", "x z + y w", out.numpy(), expected, magnitude, 1e-5)
+
+
 # --- conversions --------------------------------------------------------------------------------------
 def run_to_fp8(launch, rng):
     """fp32 -> e4m3fn, exact bytes: round to nearest even, +-448 for finite overflow and +-inf, NaN -> a NaN code
@@ -611,7 +626,7 @@ def run_e2m1_to_bf16(launch, rng, convert):
     scales[8:11, 1] = [0, 255, 252]
     out = torch.zeros((rows + 2, 8 * words_per_row), dtype=torch.bfloat16)
     launch(tk.e2m1_to_bf16_kernel, (triton_cdiv(rows, 16),), tensor(bytes_).view(torch.int32), tensor(scales), out,
-           rows, WORDS=words_per_row, ROWS=16, CONVERT=convert, num_warps=4)
+           rows, WORDS=words_per_row, ROWS=16, CONVERT=convert, PIN=convert == tk.CVT_PORTABLE.value, num_warps=4)
     values = ref.unpack_e2m1(bytes_, axis=1) * np.repeat(ref.e8m0_values(scales), 32, axis=1)
     expected = ref.bf16_bits(values.astype(np.float32))
     got = bits_of(out)
@@ -774,6 +789,8 @@ CASES = [
          "bound_ctrl, v_readlane, LDS between warps, int max/min"),
     Case("tile_reduce", run_tile_reduce, "2-D reductions along each axis over 4 warps: DPP quad_perm/row_shl/row_shr "
          "with bank masks, LDS"),
+    Case("spill", run_spill, "register spills: scratch_store/load (private memory per lane), AGPR moves, on one "
+         "wave with 512 values a lane live"),
     Case("to_fp8", run_to_fp8, "fp32 -> e4m3fn: v_cvt_scalef32_pk_fp8_f32 (op_sel), s_setreg (the clamp mode), RNE, "
          "saturation, NaN"),
     Case("float_conversions", run_float_conversions, "fp32 -> bf16 (v_cvt_pk_bf16_f32), fp16 -> fp32 "
@@ -809,13 +826,15 @@ CASES = [
          "split attention with both products in bf16 from one converted tile (16x16x32 and 16x16x16 MFMA)"),
     Case("attention_bf16_portable_16", _attention_case("attention_bf16_portable_16", 16, 4, 1, tk.BF16_SCORES.value,
                                                        tk.CVT_PORTABLE.value, tk.PARTIALS.value, merge_chunk=4,
-                                                       merge_dims=32, pin=True),
-         "the bf16 form with the e2m1 decode in integer and fp16 ops (v_cvt_f32_f16, 16-bit compares, SDWA)"),
+                                                       merge_dims=128, nope=512),
+         "the bf16 form at 512 value dims with the e2m1 decode in integer and fp16 ops (v_cvt_f32_f16, 16-bit "
+         "compares, SDWA; AGPR accumulators)"),
     Case("e2m1_to_bf16_asm", lambda launch, rng: run_e2m1_to_bf16(launch, rng, tk.CVT_ASM.value),
          "fp4 -> bf16 by inline v_cvt_scalef32_pk_bf16_fp4 (op_sel bytes 0..3) over every code and scale, 2^-127 and "
          "NaN scales; its join/reshape into dim order"),
     Case("e2m1_to_bf16_portable", lambda launch, rng: run_e2m1_to_bf16(launch, rng, tk.CVT_PORTABLE.value),
-         "fp4 -> bf16 in integer and fp16 ops: 16-bit shifts and compares, v_cvt_f32_f16, bf16 packing"),
+         "fp4 -> bf16 in integer and fp16 ops: 16-bit shifts and compares, v_cvt_f32_f16, bf16 packing, each pair "
+         "through an inline-asm v_mov_b32 (a register pin)"),
     Case("merge_partials", run_merge_partials, "a log-sum-exp merge of split partials at 512 dims: reductions over "
          "the split axis (DPP row_shl/row_shr with bank masks, ds_swizzle, LDS), exp, division, NaN/-inf handling"),
     Case("quantize_blocks", run_quantize_blocks, "per-32-block e4m3 quantization: max |x| (v_max3 with |abs|), "

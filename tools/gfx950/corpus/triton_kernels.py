@@ -198,6 +198,19 @@ def tile_reduce_kernel(x_ptr, row_max_ptr, row_sum_ptr, col_max_ptr, col_sum_ptr
     tl.store(col_sum_ptr + c, tl.sum(x, axis=0), mask=c < cols)
 
 
+@triton.jit
+def spill_kernel(x_ptr, y_ptr, out_ptr, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """One program (meant for one warp): x, y (ROWS, COLS) float32 -> out = x * z[:, None] + y * w[None, :] with
+    z = sum(x * y, axis 1), w = sum(x + y, axis 0): x and y stay live across both reductions, so at 128 x 128 on one
+    wave (512 registers a lane for them alone) the build spills to scratch memory."""
+    offs = tl.arange(0, ROWS)[:, None] * COLS + tl.arange(0, COLS)[None, :]
+    x = tl.load(x_ptr + offs)
+    y = tl.load(y_ptr + offs)
+    z = tl.sum(x * y, axis=1)
+    w = tl.sum(x + y, axis=0)
+    tl.store(out_ptr + offs, x * z[:, None] + y * w[None, :])
+
+
 # --- conversions -----------------------------------------------------------------------------------
 @triton.jit
 def to_fp8_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
@@ -450,14 +463,15 @@ def _e2m1_to_bf16(words, scale_bytes, ROWS: tl.constexpr, WORDS: tl.constexpr, C
 
 @triton.jit
 def e2m1_to_bf16_kernel(words_ptr, scale_ptr, out_ptr, rows, WORDS: tl.constexpr, ROWS: tl.constexpr,
-                        CONVERT: tl.constexpr):
+                        CONVERT: tl.constexpr, PIN: tl.constexpr = False):
     """words (rows, WORDS) int32 of e2m1 codes (code q of word j: element 8j + q), scale (rows, WORDS / 4) e8m0 ->
-    out (rows, 8 WORDS) bf16 by _e2m1_to_bf16; program p converts rows [p ROWS, + ROWS), masked past `rows`."""
+    out (rows, 8 WORDS) bf16 by _e2m1_to_bf16 (PIN: each pair through _pin); program p converts rows [p ROWS, + ROWS),
+    masked past `rows`."""
     r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     ok = (r < rows)[:, None]
     words = tl.load(words_ptr + r[:, None] * WORDS + tl.arange(0, WORDS)[None, :], mask=ok, other=0)
     scales = tl.load(scale_ptr + r[:, None] * (WORDS // 4) + tl.arange(0, WORDS // 4)[None, :], mask=ok, other=127)
-    values = _e2m1_to_bf16(words, scales.to(tl.int32), ROWS, WORDS, CONVERT, False)
+    values = _e2m1_to_bf16(words, scales.to(tl.int32), ROWS, WORDS, CONVERT, PIN)
     tl.store(out_ptr + r[:, None] * (8 * WORDS) + tl.arange(0, 8 * WORDS)[None, :], values, mask=ok)
 
 
