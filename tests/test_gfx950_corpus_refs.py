@@ -65,3 +65,61 @@ def test_reference_agrees_with_the_interpreter(case):
     if case.interpreter:
         pytest.skip(f"not in Triton's interpreter: {case.interpreter}")
     case.run(interpret, np.random.default_rng(0))
+
+
+# --- the static coverage helper (tools/gfx950/corpus/static.py), without building ---------------------------
+from gfx950.corpus import Case, static  # noqa: E402
+from gfx950.corpus import triton_kernels  # noqa: E402
+
+FAKE_ASM = "\ts_mov_b32 s0, 0\n\tv_add_f32_dpp v1, v1, v1 row_shr:8 row_mask:0xf bank_mask:0xf bound_ctrl:1\n\ts_endpgm\n"
+
+
+class FakeBuild:
+    """build()'s stand-in: records each call, returns a build whose text is FAKE_ASM."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, kernel, arguments, constexprs, num_warps, num_stages):
+        self.calls.append(dict(kernel=kernel, arguments=arguments, constexprs=constexprs, num_warps=num_warps,
+                               num_stages=num_stages))
+        return type("Built", (), {"asm": FAKE_ASM, "name": kernel.fn.__name__})()
+
+
+def test_static_launch_builds_each_kernel_with_its_arguments_at_distinct_aligned_addresses(monkeypatch):
+    fake = FakeBuild()
+    monkeypatch.setattr(static, "build", fake)
+    case = next(c for c in CASES if c.name == "masked_tail")
+    assert [name for name, _, _ in static.case_builds(case)] == ["masked_tail_kernel"]
+    call = fake.calls[0]
+    assert call["kernel"] is triton_kernels.masked_tail_kernel
+    assert (call["constexprs"], call["num_warps"], call["num_stages"]) == ({"BLOCK": 256}, 2, None)
+    described = call["arguments"]
+    assert [d["kind"] for d in described] == ["tensor", "tensor", "int"] and described[2]["value"] == 1000
+    first, second = described[0], described[1]
+    assert first["address"] % static.FAKE_ALIGN == 0 and second["address"] % static.FAKE_ALIGN == 0
+    assert second["address"] >= first["address"] + first["nbytes"]  # no overlap
+    assert static.case_forms(case) == {"s_mov_b32", "s_endpgm",
+                                       "v_add_f32_dpp row_shr:8 row_mask:0xf bank_mask:0xf bound_ctrl:1"}
+
+
+def test_static_case_without_a_launch_or_with_another_error_is_reported(monkeypatch):
+    monkeypatch.setattr(static, "build", lambda *a, **k: None)
+    with pytest.raises(RuntimeError, match="no launch"):
+        static.case_builds(Case("quiet", lambda launch, rng: None, "nothing"))
+
+    def broken(launch, rng):
+        raise ValueError("a bug in the case, not a failed check")
+    with pytest.raises(ValueError, match="a bug in the case"):
+        static.case_builds(Case("broken", broken, "nothing"))
+
+
+def test_forms_listing_keeps_bracketed_modifiers(tmp_path):
+    listing = tmp_path / "forms.txt"
+    listing.write_text("# header line\n"
+                       "    12  v_pk_mul_f32 op_sel:[0,1]  [_bf16_split_kernel]\n"
+                       "     6  v_mfma_scale_f32_16x16x128_f8f6f4 op_sel:[1,0,0] op_sel_hi:[0,0,0] cbsz:4  [gluon]\n"
+                       "    36  ds_swizzle_b32 offset:('swizzle', 'SWAP', 16)  [_mla_combine_kernel, gluon]\n")
+    assert static.forms_from_listing(listing) == {
+        "v_pk_mul_f32 op_sel:[0,1]", "v_mfma_scale_f32_16x16x128_f8f6f4 op_sel:[1,0,0] op_sel_hi:[0,0,0] cbsz:4",
+        "ds_swizzle_b32 offset:('swizzle', 'SWAP', 16)"}

@@ -768,8 +768,8 @@ def run_merge_partials(launch, rng):
     acc, part_ml, expected, scale = random_partials(rng, batch, num_splits, dims)
     out = torch.zeros((batch, 16, dims), dtype=torch.bfloat16)
     out_by_sequence = tensor(np.full((batch, 16, dims), 7.0, dtype=np.float32))
-    launch(tk.merge_partials_kernel, (batch, 16, 2), out, tensor(acc), tensor(part_ml), num_splits, ATTENTION_LOG2,
-           V=dims, CHUNK=8, DIMS=dims // 2, num_warps=4)
+    launch(tk.merge_partials_kernel, (batch, 16, 1), out, tensor(acc), tensor(part_ml), num_splits, ATTENTION_LOG2,
+           V=dims, CHUNK=8, DIMS=dims, num_warps=4)
     launch(tk.merge_sequence_kernel, (batch,), out_by_sequence, tensor(acc), tensor(part_ml), num_splits, ATTENTION_LOG2,
            V=dims, num_warps=4)
     got = ref.bf16_values(bits_of(out)).astype(np.float64)

@@ -3,7 +3,8 @@ contain, and which forms of another set of builds (submission.py's) no case buil
 
     python -m gfx950.corpus.static --asm DIR     # *.s files, e.g. submission.py's gfx950 builds
     python -m gfx950.corpus.static --forms FILE  # a listing: lines "count  form  [kernels]"
-    (with tools/ on sys.path; --cases NAME,... to build only some cases)
+    (with tools/ on sys.path; --cases NAME,... to build only some cases; --table to list every target form
+    with the cases that build it)
 
 case_forms(case) runs the case with a launch that builds each kernel for gfx950 with the
 runner's Triton (build.py: specialized as Triton 3.6's JIT would for the same arguments,
@@ -89,7 +90,8 @@ def forms_from_asm_dir(path):
 
 
 def coverage(target_forms, cases=CASES):
-    """({case name: (forms, [(kernel, seconds)])}, {target form not built by any case})."""
+    """({case name: (forms, [(kernel, seconds)])}, {target form not built by any case}). Every case is built (or
+    read from the build cache); a case that fails to build raises BuildError naming its kernel."""
     per_case = {}
     for case in cases:
         builds = case_builds(case)
@@ -105,6 +107,7 @@ def main(argv=None):
     source.add_argument("--asm", help="directory of *.s files (the forms to cover)")
     source.add_argument("--forms", help="a forms listing: lines 'count  form  [kernels]'")
     parser.add_argument("--cases", help="comma-separated case names (default: all)")
+    parser.add_argument("--table", action="store_true", help="every target form with the cases that build it")
     args = parser.parse_args(argv)
     if args.asm:
         where = forms_from_asm_dir(args.asm)
@@ -125,6 +128,11 @@ def main(argv=None):
     print(f"{'case':28} {'builds':>6} {'seconds':>8} {'forms':>6} {'target forms':>12}")
     for name, (forms, builds) in per_case.items():
         print(f"{name:28} {len(builds):6d} {sum(s for _, s in builds):8.1f} {len(forms):6d} {len(forms & set(where)):12d}")
+    if args.table:
+        print(f"\n{'target form':90} cases that build it")
+        for form in sorted(where):
+            cases_here = [name for name, (forms, _) in per_case.items() if form in forms]
+            print(f"{form:90} {', '.join(cases_here) or '-'}")
     print(f"\n{len(where) - len(uncovered)} of {len(where)} target forms built by a case; {len(uncovered)} not:")
     for form in sorted(uncovered):
         print(f"  {form}" + (f"   [{', '.join(where[form])}]" if where[form] else ""))
