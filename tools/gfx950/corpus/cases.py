@@ -31,6 +31,7 @@ def bits_of(t, dtype=np.uint16):
 
 
 def triton_cdiv(a, b):
+    """ceil(a / b) for integers, as triton.cdiv."""
     return -(-a // b)
 
 
@@ -88,7 +89,7 @@ def integer_ops_reference(a, b, c, n):
         "int16_bitsel": s16((s16(a64) & s16(b64)) | (~s16(a64) & s16(c64))),
         "uint16_shr": (a64 & 0xFFFF) >> 5,
         "minus_n": a64 - n,
-        "add64_shr": (a64 << 20) + c64 + n,
+        "add64_low": (a64 << 20) + c64 + n,
     }
     return np.stack([wrap32(rows[name]) for name in tk.INT_OPS])
 
@@ -284,7 +285,8 @@ def run_to_fp8(launch, rng):
     got = out.numpy()[:n]
     expected = ref.e4m3_codes(x)
     nan = np.isnan(x)
-    ref.check_equal("to_fp8", "bytes", np.where(nan, (got & 0x7F) == 0x7F, got), np.where(nan, True, expected))
+    ref.check_equal("to_fp8", "bytes (at NaN inputs: 1 for a NaN code)", np.where(nan, (got & 0x7F) == 0x7F, got),
+                    np.where(nan, True, expected))
     ref.check_equal("to_fp8", "guard past n", out.numpy()[n:], np.full(3, 0xA5, dtype=np.uint8))
 
 
@@ -310,7 +312,8 @@ def run_float_conversions(launch, rng):
     got = bits_of(bf16_out)
     expected = ref.bf16_bits(x)
     nan = np.isnan(x)
-    ref.check_equal("float_conversions", "fp32 -> bf16 bits", np.where(nan, (got & 0x7FFF) > 0x7F80, got),
+    ref.check_equal("float_conversions", "fp32 -> bf16 bits (at NaN inputs: 1 for a NaN)",
+                    np.where(nan, (got & 0x7FFF) > 0x7F80, got),
                     np.where(nan, True, expected))
     ref.check_close("float_conversions", "fp16 -> fp32", f32_from_fp16.numpy(), ref.fp16_values(h_bits), rtol=0)
     ref.check_close("float_conversions", "bf16 -> fp32", f32_from_bf16.numpy(), ref.bf16_values(b_bits), rtol=0)
@@ -632,7 +635,7 @@ def run_e2m1_to_bf16(launch, rng, convert):
     got = bits_of(out)
     nan = np.isnan(values)
     name = "e2m1_to_bf16_" + ("asm" if convert == tk.CVT_ASM.value else "portable")
-    ref.check_equal(name, "bf16 bits (NaN: any NaN)", np.where(nan, (got[:rows] & 0x7FFF) > 0x7F80, got[:rows]),
+    ref.check_equal(name, "bf16 bits (at NaN values: 1 for a NaN)", np.where(nan, (got[:rows] & 0x7FFF) > 0x7F80, got[:rows]),
                     np.where(nan, True, expected))
     ref.check_equal(name, "rows past the end", got[rows:], np.zeros((2, 8 * words_per_row), dtype=np.uint16))
 

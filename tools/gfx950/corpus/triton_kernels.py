@@ -12,7 +12,7 @@ import triton.language as tl
 INT_OPS = ("mul_add", "xor_ashr", "lshr", "bfe_u", "bfe_i", "byte_perm", "max", "min", "med3", "div", "rem",
            "bitsel", "xor3", "and_xor", "int16_add", "int16_shl", "mad_u24", "mul_u24", "mul_i24", "add3", "or3",
            "xad", "and_or", "lshl_add", "add_lshl", "lshl_or", "umulhi", "mul64_shr", "udiv", "bfrev_not", "popc",
-           "int16_bitsel", "uint16_shr", "minus_n", "add64_shr")
+           "int16_bitsel", "uint16_shr", "minus_n", "add64_low")
 NUM_INT_OPS = tl.constexpr(len(INT_OPS))
 FLOAT_OPS = ("fma", "fms", "fnma", "div", "exp2", "max", "min", "clamp", "abs_max", "sub", "where_lt", "nan_to_zero",
              "to_int", "from_int", "from_uint", "mul_add_pair", "rcp_scaled", "eq_select", "is_eq", "is_ne", "is_ge",
