@@ -789,7 +789,7 @@ CASES = [
          "max/min/med3, |abs| modifiers, compares (o/u/lg/eq/lt), cvt i32/u32 <-> f32, packed fp32"),
     Case("masked_tail", run_masked_tail, "exec masking and bounds: a masked tail, stores past n dropped"),
     Case("block_reduce", run_block_reduce, "whole-block reductions over 8 warps: DPP row_shr/row_bcast with "
-         "bound_ctrl, v_readlane, LDS between warps, int max/min"),
+         "bound_ctrl, v_readlane, LDS between warps, int max/min/sum (v_add_u32_dpp), a uniform branch around a loop"),
     Case("tile_reduce", run_tile_reduce, "2-D reductions along each axis over 4 warps: DPP quad_perm/row_shl/row_shr "
          "with bank masks, LDS"),
     Case("spill", run_spill, "register spills: scratch_store/load (private memory per lane), AGPR moves, on one "
@@ -798,7 +798,7 @@ CASES = [
          "saturation, NaN"),
     Case("float_conversions", run_float_conversions, "fp32 -> bf16 (v_cvt_pk_bf16_f32), fp16 -> fp32 "
          "(v_cvt_f32_f16), bf16 -> fp32 (shifts)"),
-    Case("dot_bf16_16x16", _dot_case("dot_bf16_16x16", 16, 16, 64, 4), "v_mfma_f32_16x16x32_bf16, AGPR moves"),
+    Case("dot_bf16_16x16", _dot_case("dot_bf16_16x16", 16, 16, 64, 4), "v_mfma_f32_16x16x32_bf16 (a 16 x 16 tile, K 64)"),
     Case("dot_bf16_16x16x16", _dot_case("dot_bf16_16x16x16", 16, 32, 16, 4), "v_mfma_f32_16x16x16_bf16 (K 16)"),
     Case("dot_bf16_32x32", _dot_case("dot_bf16_32x32", 64, 64, 64, 4), "v_mfma_f32_32x32x16_bf16 (M, N >= 32)"),
     Case("dot_bf16_trans_b", _dot_case("dot_bf16_trans_b", 32, 64, 64, 4, trans_b=True),
@@ -812,8 +812,8 @@ CASES = [
          "v_mfma_scale_f32_32x32x64_f8f6f4, e4m3 x e2m1"),
     Case("dot_scaled_e2m1_e2m1_32", _dot_scaled_case("dot_scaled_e2m1_e2m1_32", 64, 64, 128, "e2m1", "e2m1", 4),
          "v_mfma_scale_f32_32x32x64_f8f6f4, e2m1 x e2m1"),
-    Case("dot_scaled_e2m1_bf16", run_dot_scaled_bf16, "fp4 -> bf16: v_cvt_scalef32_pk_bf16_fp4 (every op_sel) + "
-         "v_mfma_f32_16x16x32_bf16"),
+    Case("dot_scaled_e2m1_bf16", run_dot_scaled_bf16, "fp4 -> bf16 by Triton's own decomposition: "
+         "v_cvt_scalef32_pk_bf16_fp4 (every op_sel) + bf16 MFMA (32x32x16)"),
     Case("attention_scaled_64", _attention_case("attention_scaled_64", 64, 4, 1, tk.SCALED.value, tk.CVT_ASM.value,
                                                 tk.PARTIALS.value, peel=True),
          "split attention: dot_scaled e4m3 x e2m1 scores, online softmax (exp, max/sum across lanes), inline-asm "
@@ -826,7 +826,8 @@ CASES = [
          "the same with 128-token tiles over 8 warps (AGPR accumulators, permlane swaps)"),
     Case("attention_bf16_32", _attention_case("attention_bf16_32", 32, 4, 1, tk.BF16_SCORES.value, tk.CVT_ASM.value,
                                               tk.FUSED.value, nope=512),
-         "split attention with both products in bf16 from one converted tile (16x16x32 and 16x16x16 MFMA)"),
+         "split attention at 512 value dims with both products in bf16 from one converted tile, the last program "
+         "of a sequence merging (acq_rel atomic; ds_write2 / ds_write2st64 through LDS)"),
     Case("attention_bf16_portable_16", _attention_case("attention_bf16_portable_16", 16, 4, 1, tk.BF16_SCORES.value,
                                                        tk.CVT_PORTABLE.value, tk.PARTIALS.value, merge_chunk=4,
                                                        merge_dims=128, nope=512),
@@ -851,8 +852,9 @@ CASES = [
          "commit_group / wait_group (s_waitcnt vmcnt), a 3-slot LDS ring, masked rows, buffer stores", GLUON),
     Case("fp4_upcast", run_fp4_upcast, "Gluon gl.fp4_to_fp (Triton's e2m1 -> bf16), buffer loads/stores, a buffer "
          "atomic add returning the old value, an int sum across 4 warps (DPP v_add_u32)", GLUON),
-    Case("gluon_attention", run_gluon_attention, "Gluon mfma_scaled e4m3 x e2m1 with K and its scales read from LDS "
-         "(op_sel scale bytes), a cross-warp softmax, inline-asm fp4 -> bf16 of LDS words, the bf16 MFMA", GLUON),
+    Case("gluon_attention", run_gluon_attention, "Gluon online softmax over 128-row KV tiles through a 3-slot LDS ring "
+         "(buffer_load_to_shared, wait_group(1)): Q quantized in-kernel, mfma_scaled e4m3 x e2m1 (nope + rope, K and "
+         "its scales from LDS, op_sel scale bytes), inline-asm fp4 -> bf16 of LDS words, the bf16 MFMA", GLUON),
     Case("gluon_quantize", run_gluon_quantize, "Gluon per-block e4m3 quantization in the MFMA operand layout: "
          "|abs| max3, exponent bit arithmetic, fp8 conversion, packed scale bytes (16-bit SDWA adds, byte shifts)",
          GLUON),
