@@ -7,7 +7,6 @@ interpreter: their numpy answers are checked only through the emulator.
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier  # 3.6 / 3.7+
 PUBLIC_REINTERPRET = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))  # 3.6: _reinterpret
 
 # --- buffer_load_to_shared through a 3-slot ring -------------------------------------------------------
