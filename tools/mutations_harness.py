@@ -38,6 +38,8 @@ MODEL = "tests/test_latency_model.py"
 PROFILE = "tests/test_profile.py"
 PROFILE_RUN = f"{PROFILE}::test_profile_on_cpu_prints_the_report_as_text_and_writes_the_rows"
 BREAKDOWN = f"{PROFILE}::test_kernel_breakdown_sums_kernels_and_takes_the_gap_from_the_event_time"
+CORPUS_TESTS = "tests/test_gfx950_corpus_refs.py"
+CORPUS_REFS = f"{CORPUS_TESTS}::test_reference_agrees_with_the_interpreter"
 
 MUTATIONS = [
     # --- case file validation
@@ -658,6 +660,57 @@ MUTATIONS = [
      "old": '(scores == submission.BF16_SCORES and bf16_pipelines)',
      "new": 'scores == submission.BF16_SCORES',
      "tests": ['tests/test_eval_modes.py::test_tune_measures_the_ranked_list_and_each_other_stage_count']},
+    # --- the gfx950 corpus's numpy answers (tools/gfx950/corpus), checked in Triton's interpreter
+    {"name": "corpus: e4m3 rounding breaks ties upward, not to even",
+     "path": "tools/gfx950/corpus/reference.py",
+     "old": "pick_high = (high_gap < low_gap) | ((high_gap == low_gap) & (codes[above] % 2 == 0))",
+     "new": "pick_high = high_gap <= low_gap",
+     "tests": [f"{CORPUS_REFS}[to_fp8]"]},
+    {"name": "corpus: fp32 -> bf16 truncates instead of rounding to nearest even",
+     "path": "tools/gfx950/corpus/reference.py",
+     "old": "rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16",
+     "new": "rounded = bits >> 16",
+     "tests": [f"{CORPUS_REFS}[float_conversions]"]},
+    {"name": "corpus: e2m1 pairs unpacked high nibble first",
+     "path": "tools/gfx950/corpus/reference.py",
+     "old": "both = np.stack([low, high], axis=axis + 1 if axis >= 0 else axis)",
+     "new": "both = np.stack([high, low], axis=axis + 1 if axis >= 0 else axis)",
+     "tests": [f"{CORPUS_REFS}[e2m1_to_bf16_portable]", f"{CORPUS_REFS}[dot_scaled_e2m1_e2m1_16]"]},
+    {"name": "corpus: e8m0 scale 2^(k - 128)",
+     "path": "tools/gfx950/corpus/reference.py",
+     "old": "np.ldexp(1.0, codes - 127))",
+     "new": "np.ldexp(1.0, codes - 128))",
+     "tests": [f"{CORPUS_REFS}[dot_scaled_e4m3_e2m1_16]"]},
+    {"name": "corpus: integer division floors instead of truncating",
+     "path": "tools/gfx950/corpus/cases.py",
+     "old": '"div": quotient,',
+     "new": '"div": a64 // b64,',
+     "tests": [f"{CORPUS_REFS}[integer_ops]"]},
+    {"name": "corpus: block exponent takes the next power at exactly 1.75 x 2^E",
+     "path": "tools/gfx950/corpus/cases.py",
+     "old": "exponent - 1 - 8 + (2 * fraction > 1.75), -126)",
+     "new": "exponent - 1 - 8 + (2 * fraction >= 1.75), -126)",
+     "tests": [f"{CORPUS_REFS}[quantize_blocks]"]},
+    {"name": "corpus: per-tensor quantization's inverse from the unrounded scale",
+     "path": "tools/gfx950/corpus/cases.py",
+     "old": "    inverse = np.float32(1.0) / scale",
+     "new": "    inverse = np.float32(448.0) / np.float32(np.abs(x).max())",
+     "tests": [f"{CORPUS_REFS}[quantize_tensor_one_pass]"]},
+    {"name": "corpus: splits of one tile fewer",
+     "path": "tools/gfx950/corpus/cases.py",
+     "old": "    tiles_per_split = triton_cdiv(triton_cdiv(end - start, block_n), num_splits)",
+     "new": "    tiles_per_split = triton_cdiv(end - start, block_n) // num_splits",
+     "tests": [f"{CORPUS_REFS}[attention_scaled_64]"]},
+    {"name": "corpus: merge weights in base e instead of base 2 of the log2 scale",
+     "path": "tools/gfx950/corpus/cases.py",
+     "old": "np.exp2((m64 - np.where(np.isfinite(top), top, 0)) * ATTENTION_LOG2), 0.0)",
+     "new": "np.exp((m64 - np.where(np.isfinite(top), top, 0)) * ATTENTION_LOG2), 0.0)",
+     "tests": [f"{CORPUS_REFS}[merge_partials]"]},
+    {"name": "corpus static: every tensor described at one address",
+     "path": "tools/gfx950/corpus/static.py",
+     "old": "        self._next += -(-max(size, 1) // FAKE_ALIGN) * FAKE_ALIGN + FAKE_ALIGN",
+     "new": "        pass",
+     "tests": [f"{CORPUS_TESTS}::test_static_launch_builds_each_kernel_with_its_arguments_at_distinct_aligned_addresses"]},
 ]
 
 
