@@ -97,3 +97,32 @@ def test_a_load_past_num_records_reads_zeros():
     with pytest.raises(AssertionError, match=r"masked_tail: values: 936 of 1000 elements wrong, first at index "
                                              r"\(?64,?\)?: got np.int32\(12345\)"):
         run_case("masked_tail", edit_asm=shrink_loads)
+
+
+# --- two races Triton's code can carry, on corpus kernels --------------------------------------
+
+def test_the_detector_names_a_wait_group_that_counts_copies_some_waves_skip():
+    """async_copy with one commit group left in flight: 2 of its 4 waves skip the narrow copy,
+    so wait_group(1)'s vmcnt(2) leaves their previous tile's wide copy in flight at the reads."""
+    from gfx950.corpus import gluon_kernels as gk
+
+    def launch(kernel, grid, *args, **kwargs):
+        kwargs["IN_FLIGHT"] = 1 if kernel is gk.async_copy_kernel else kwargs.get("IN_FLIGHT", 0)
+        return gfx950.emulate(kernel, grid, *args, **kwargs)
+    with pytest.raises(gfx950.EmulationError, match="LDS race: wave 2 reads bytes a load to LDS by wave 2 has not "
+                                                    "landed in yet"):
+        BY_NAME["async_copy"].run(launch, np.random.default_rng(0))
+
+
+def test_the_eight_l2s_catch_a_merge_whose_waves_do_not_wait_for_their_stores():
+    """attention_bf16_32's FUSED merge without its waves' store waits: wave 0's release does
+    not carry the other waves' stores still in flight, and the last program, on another XCD,
+    reads their partials stale."""
+    from gfx950.corpus import triton_kernels as tk
+
+    def launch(kernel, grid, *args, **kwargs):
+        if kernel is tk.split_attention_kernel:
+            kwargs["WAVE_WAITS"] = False
+        return gfx950.emulate(kernel, grid, *args, **kwargs)
+    with pytest.raises(AssertionError, match="attention_bf16_32: fused merge out"):
+        BY_NAME["attention_bf16_32"].run(launch, np.random.default_rng(0))

@@ -32,16 +32,19 @@ def _copy_tile(wide_ring, narrow_ring, slot, x_ptr, s_ptr, tile, rows):
 
 
 @gluon.jit
-def async_copy_kernel(x_ptr, s_ptr, out_x_ptr, out_s_ptr, rows):
+def async_copy_kernel(x_ptr, s_ptr, out_x_ptr, out_s_ptr, rows, IN_FLIGHT: gl.constexpr = 0):
     """One program, 4 warps: out_x (rows, 32) int32 = 3 x + row, out_s (rows, 4) = 5 s - 1, with x (rows, 32) and s
     (rows, 4) int32 copied global -> LDS in tiles of 32 rows (buffer_load_to_shared, 16 and 4 bytes a lane) through a
-    3-slot ring: tile i + 2's copy is issued while tile i is consumed (wait_group(1) leaves one tile in flight)."""
+    3-slot ring: tile i + 2's copy is issued while tile i is consumed. IN_FLIGHT: the commit groups wait_group leaves
+    in flight; 0 here. With 1 the kernel races: the narrow copy's layout covers 2 of the 4 warps, the other two branch
+    over it, and wait_group's count (vmcnt(2): two copies a group) then lets their previous wide copy run on into
+    the reads (tests/test_gfx950_corpus.py: the emulator names it)."""
     wide_ring = gl.allocate_shared_memory(gl.int32, [3, COPY_ROWS, 32], FLAT)
     narrow_ring = gl.allocate_shared_memory(gl.int32, [3, COPY_ROWS, 4], FLAT)
     _copy_tile(wide_ring, narrow_ring, 0, x_ptr, s_ptr, 0, rows)
     _copy_tile(wide_ring, narrow_ring, 1, x_ptr, s_ptr, 1, rows)
     for tile in range(gl.cdiv(rows, COPY_ROWS)):
-        gl.amd.cdna4.async_copy.wait_group(1)
+        gl.amd.cdna4.async_copy.wait_group(IN_FLIGHT)
         _copy_tile(wide_ring, narrow_ring, (tile + 2) % 3, x_ptr, s_ptr, tile + 2, rows)
         x = gl.amd.cdna4.async_copy.load_shared_relaxed(wide_ring.index(tile % 3), WIDE_L)
         s = gl.amd.cdna4.async_copy.load_shared_relaxed(narrow_ring.index(tile % 3), NARROW_L)

@@ -137,11 +137,13 @@ def _report(case, what, bad, got, expected):
 
 
 def check_equal(case, what, got, expected):
-    """Exact equality (integers, bit patterns)."""
+    """Exact equality (integers, bit patterns; floats equal, NaN where NaN)."""
     got, expected = np.asarray(got), np.asarray(expected)
     if got.shape != expected.shape:
         raise AssertionError(f"{case}: {what}: shape {got.shape}, expected {expected.shape}")
     bad = got != expected
+    if expected.dtype.kind == "f":
+        bad &= ~(np.isnan(expected) & np.isnan(got.astype(expected.dtype)))
     if bad.any():
         _report(case, what, bad, got, expected)
 

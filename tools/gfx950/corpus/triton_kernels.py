@@ -565,7 +565,7 @@ def split_attention_kernel(qb_ptr, q8_ptr, qs_ptr, kv_ptr, kv_words_ptr, scale_p
                            part_ml_ptr, count_ptr, out_ptr, total_kv, num_splits, kv_row_bytes, scale_row_stride,
                            qk_scale_log2, BLOCK_N: tl.constexpr, SCORES: tl.constexpr, CONVERT: tl.constexpr,
                            MERGE: tl.constexpr, PIN: tl.constexpr = False, PEEL: tl.constexpr = False,
-                           NOPE: tl.constexpr = 128):
+                           NOPE: tl.constexpr = 128, WAVE_WAITS: tl.constexpr = True):
     """Program (s, b) of grid (num_splits, batch): split s of sequence b's KV rows [kv_indptr[b], kv_indptr[b + 1]),
     in whole BLOCK_N tiles per split (_split_rows), unmasked full tiles then a masked tail (PEEL: the first tile
     masked before them).
@@ -614,6 +614,8 @@ def split_attention_kernel(qb_ptr, q8_ptr, qs_ptr, kv_ptr, kv_words_ptr, scale_p
     tl.store(part_ml_ptr + part * (2 * HEADS) + heads, tl.where(range_ok, m_i, float("nan")))
     tl.store(part_ml_ptr + part * (2 * HEADS) + HEADS + heads, l_i)
     if MERGE == FUSED:
+        if WAVE_WAITS:  # every wave's stores done before the barrier: the atomic's release covers its wave only
+            tl.inline_asm_elementwise("s_waitcnt vmcnt(0) ; $0", "=v", [], dtype=tl.int32, is_pure=False, pack=1)
         tl.debug_barrier()
         if tl.atomic_add(count_ptr + seq, 1, sem="acq_rel", scope="gpu") == num_splits - 1:
             _merge_sequence(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, NOPE)
