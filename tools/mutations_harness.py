@@ -43,6 +43,7 @@ BENCHMARK_IMPORT_FAILS = f"{HARNESS_TESTS}::test_benchmark_and_leaderboard_repor
 FIRST_CALL_MISSES = f"{HARNESS_TESTS}::test_a_module_missing_in_the_first_call_fails_the_case_the_same_way"
 COMMENTS = f"{MODES_TESTS}::test_blank_lines_and_comments_are_skipped"
 PASS_LINE = f"{MODES_TESTS}::test_a_pass_line_is_the_stage_of_the_rule_and_its_figures_unless_verbose"
+TOOL_TRITON = "tests/test_tool_triton.py"
 
 MUTATIONS = [
     # --- case file validation
@@ -119,6 +120,38 @@ MUTATIONS = [
      "old": '        problems.append(f"A: {exc}")',
      "new": "        pass",
      "tests": [f"{COMPARE}::test_either_file_importing_aiter_is_one_line_each_exit_2"]},
+    # --- the Triton the build tools use (tools/common.py)
+    {"name": "tools: this Python's own Triton by default, not the runner's",
+     "path": "tools/common.py",
+     "old": "        if choice == INSTALLED_TRITON:",
+     "new": "        if choice in (INSTALLED_TRITON, None):",
+     "tests": [f"{TOOL_TRITON}::test_the_runners_triton_by_default_named_first"]},
+    {"name": "tools: --help installs the runner's Triton first",
+     "path": "tools/common.py",
+     "old": '    if "-h" in argv or "--help" in argv:\n        return\n',
+     "new": "",
+     "tests": [f"{TOOL_TRITON}::test_help_installs_nothing"]},
+    {"name": "tools: no first line naming the Triton",
+     "path": "tools/common.py",
+     "old": '    print(f"Triton {triton.__version__}, {which} ({_shown(where)})", flush=True)',
+     "new": "    pass",
+     "tests": [f"{TOOL_TRITON}::test_the_runners_triton_by_default_named_first",
+               f"{TOOL_TRITON}::test_another_triton_with_triton_dir"]},
+    {"name": "tools: TRITON_DEFAULT_FP_FUSION left unset (Triton 3.9 warns)",
+     "path": "tools/common.py",
+     "old": '    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")\n',
+     "new": "",
+     "tests": [f"{TOOL_TRITON}::test_the_runners_triton_by_default_named_first"]},
+    {"name": "tools: the runner's Triton installed without a word",
+     "path": "tools/common.py",
+     "old": 'f"(once, about 640 MB: pip install --no-deps --target)", flush=True)',
+     "new": 'f"(once, about 640 MB: pip install --no-deps --target)", file=open(os.devnull, "w"))',
+     "tests": [f"{TOOL_TRITON}::test_first_use_installs_the_runners_triton_with_one_line"]},
+    {"name": "compile_report builds with whatever Triton this Python imports",
+     "path": "tools/compile_report.py",
+     "old": "    run_with_triton(__file__)\n",
+     "new": "    pass\n",
+     "tests": ["tests/test_compile_targets.py::test_case_table_covers_the_leaderboard[runner]"]},
     # --- arguments
     {"name": "--help leaves out a mode",
      "path": "eval.py",
