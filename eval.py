@@ -808,7 +808,6 @@ def run_benchmarking(logger, pool, tests, kind):
         pool.apply(_run_single_benchmark, (tests[0], False, *warmup_budget))
     except SubmissionUnavailable:
         pass  # every case reports it
-
     logger.log("benchmark-count", len(tests))
     results, passed = [], True
     for idx, test in enumerate(tests):

@@ -1,10 +1,12 @@
-"""The Triton the build tools use (tools/common.py, run_with_triton): the runner's by default,
-installed on first use with one line saying so, another with --triton DIR or --triton installed,
-named in the first line of output; -h / --help installs nothing.
+"""The Triton the build tools use (tools/common.py, run_with_triton): the runner's by default
+(this Python's own where it is the runner's version, else its own directory, installed on first
+use with one line saying so), another with --triton DIR or --triton installed, named in the first
+line of output; -h / --help installs nothing.
 
 A stand-in tool (a few lines that call run_with_triton, then import triton) runs against stand-in
-Triton packages (a directory with triton/__init__.py and its version), so nothing here installs
-or imports the real one; tests/test_compile_targets.py runs tools/compile_report.py itself.
+Triton packages (a directory with triton/__init__.py and its version; "this Python's own" is one
+on PYTHONPATH), so nothing here installs or imports the real one; tests/test_compile_targets.py
+runs tools/compile_report.py itself.
 """
 import os
 import subprocess
@@ -35,12 +37,17 @@ def stand_in_triton(folder, version):
     return folder
 
 
-def run_tool(tmp_path, *argv, runner_dir):
+OWN_VERSION = "0.0.1"  # this Python's own Triton in most tests: not the runner's version
+
+
+def run_tool(tmp_path, *argv, runner_dir, own_version=OWN_VERSION):
+    """The stand-in tool with `argv`, RUNNER_TRITON_DIR=runner_dir and a stand-in Triton of
+    `own_version` as this Python's own (first on PYTHONPATH)."""
     script = tmp_path / "tool.py"
     script.write_text(TOOL)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_DEFAULT_FP_FUSION",
-                                                             common.CHOSEN_TRITON_ENV)}
-    env["RUNNER_TRITON_DIR"] = str(runner_dir)
+    own = stand_in_triton(tmp_path / "own", own_version)
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_DEFAULT_FP_FUSION", common.CHOSEN_TRITON_ENV)}
+    env.update(RUNNER_TRITON_DIR=str(runner_dir), PYTHONPATH=str(own))
     return subprocess.run([sys.executable, str(script), *argv], env=env, capture_output=True, text=True,
                           timeout=120)
 
@@ -68,10 +75,19 @@ def test_installed_keeps_this_pythons_triton(tmp_path):
     runner_dir = stand_in_triton(tmp_path / "runner", common.RUNNER_TRITON_VERSION)
     result = run_tool(tmp_path, "--triton", common.INSTALLED_TRITON, runner_dir=runner_dir)
     assert result.returncode == 0, result.stderr
-    import triton
     first, second = result.stdout.splitlines()
-    assert first.startswith(f"Triton {triton.__version__}, installed ("), first
-    assert second == f"imported {triton.__file__} fusion 1", second
+    assert first == f"Triton {OWN_VERSION}, installed ({tmp_path / 'own'})", first
+    assert second == f"imported {tmp_path / 'own' / 'triton' / '__init__.py'} fusion 1", second
+
+
+def test_this_pythons_own_triton_of_the_runners_version_by_default(tmp_path):
+    """A GPU image whose Triton is the runner's version (the H200's): no other directory."""
+    runner_dir = stand_in_triton(tmp_path / "runner", common.RUNNER_TRITON_VERSION)
+    result = run_tool(tmp_path, runner_dir=runner_dir, own_version=common.RUNNER_TRITON_VERSION)
+    assert result.returncode == 0, result.stderr
+    first, second = result.stdout.splitlines()
+    assert first == f"Triton {common.RUNNER_TRITON_VERSION}, installed, the runner's version ({tmp_path / 'own'})"
+    assert second == f"imported {tmp_path / 'own' / 'triton' / '__init__.py'} fusion 1", second
 
 
 def test_a_directory_without_triton_is_one_line_exit_2(tmp_path):

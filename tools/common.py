@@ -2,6 +2,7 @@
 without a GPU, Triton's interpreter set up as the tests set it up; and, for the tools that build
 kernels ahead of time, the Triton they build with (run_with_triton): the runner's by default."""
 import argparse
+import importlib.util
 import os
 import re
 import subprocess
@@ -16,8 +17,9 @@ RUNNER_TRITON_VERSION = re.search(r"^triton==(\S+)", (ROOT / "requirements-runne
 INSTALLED_TRITON = "installed"  # --triton's name for the Triton this Python imports by itself
 TRITON_HELP = (f"the Triton to build with: a directory holding one (as `pip install --no-deps --target DIR "
                f"triton==VERSION` makes it), or `{INSTALLED_TRITON}` for the one this Python imports by itself. "
-               f"Default: the runner's Triton {RUNNER_TRITON_VERSION}, in RUNNER_TRITON_DIR when set, else in "
-               f".ci/triton-{RUNNER_TRITON_VERSION} of this checkout, installed there on first use (about 640 MB)")
+               f"Default: the runner's Triton {RUNNER_TRITON_VERSION}: this Python's own where it is that version, "
+               f"else the one in RUNNER_TRITON_DIR when set, else in .ci/triton-{RUNNER_TRITON_VERSION} of this "
+               f"checkout, installed there on first use (about 640 MB)")
 # Set in the process run_with_triton starts: the Triton directory it put first on PYTHONPATH.
 CHOSEN_TRITON_ENV = "MLA_TOOL_TRITON"
 
@@ -92,17 +94,26 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
+def own_triton_version():
+    """The version of the Triton this Python imports by itself (its local part dropped), None
+    without one."""
+    if importlib.util.find_spec("triton") is None:
+        return None
+    import triton
+    return triton.__version__.split("+")[0]
+
+
 def run_with_triton(script, argv=None):
     """Make the tool run with the Triton its `--triton` names (add_triton_option), by default
-    the runner's (install_runner_triton). Call it in the tool's `if __name__ == "__main__":`
-    before anything imports triton, with the tool's file. A directory: the tool (`script`
-    with `argv`, default this process's arguments) runs again in a subprocess with that
-    directory first on PYTHONPATH, and this process exits with its status; `installed`: this
-    process goes on. Either way
-    TRITON_DEFAULT_FP_FUSION defaults to 1 (the runner's behaviour, without the newer
-    Tritons' warning that it is unset), and the process that goes on prints `Triton
-    <version>, <which> (<where>)` as its first line. With -h / --help nothing happens: the
-    tool prints its help."""
+    the runner's: this Python's own where that is the runner's version (a GPU image with it),
+    else the one in runner_triton_dir() (install_runner_triton). Call it in the tool's
+    `if __name__ == "__main__":` before anything imports triton, with the tool's file. A
+    directory: the tool (`script` with `argv`, default this process's arguments) runs again
+    in a subprocess with that directory first on PYTHONPATH, and this process exits with its
+    status; `installed`: this process goes on. Either way TRITON_DEFAULT_FP_FUSION defaults
+    to 1 (the runner's behaviour, without the newer Tritons' warning that it is unset), and
+    the process that goes on prints `Triton <version>, <which> (<where>)` as its first line.
+    With -h / --help nothing happens: the tool prints its help."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if "-h" in argv or "--help" in argv:
         return
@@ -112,6 +123,8 @@ def run_with_triton(script, argv=None):
         pre = argparse.ArgumentParser(add_help=False)
         add_triton_option(pre)
         choice = pre.parse_known_args(argv)[0].triton
+        if choice is None and own_triton_version() == RUNNER_TRITON_VERSION:
+            choice = INSTALLED_TRITON  # the runner's version already: nothing to install
         if choice == INSTALLED_TRITON:
             os.environ[CHOSEN_TRITON_ENV] = chosen = INSTALLED_TRITON
         else:
@@ -128,6 +141,9 @@ def run_with_triton(script, argv=None):
     where = Path(triton.__file__).resolve().parents[1]
     if chosen != INSTALLED_TRITON and where != Path(chosen):
         sys.exit(f"Triton came from {where}, not from {chosen}: something else on sys.path has one first")
-    which = ("installed" if chosen == INSTALLED_TRITON
-             else "the runner's" if where == runner_triton_dir().resolve() else "from --triton")
+    if chosen == INSTALLED_TRITON:
+        runners = triton.__version__.split("+")[0] == RUNNER_TRITON_VERSION
+        which = "installed, the runner's version" if runners else "installed"
+    else:
+        which = "the runner's" if where == runner_triton_dir().resolve() else "from --triton"
     print(f"Triton {triton.__version__}, {which} ({_shown(where)})", flush=True)
