@@ -80,6 +80,12 @@ import torch
 HAS_GPU = torch.cuda.is_available()
 if not HAS_GPU:  # must be set before the worker imports triton / the submission
     os.environ.setdefault("TRITON_INTERPRET", "1")
+# MLA_EMULATE=gfx950: the submission's launches on CPU tensors run their gfx950 builds on the
+# emulator (tools/gfx950), and submission.py dispatches as on the MI355X
+EMULATE = os.environ.get("MLA_EMULATE") not in (None, "", "0")
+EMULATE_NOTE = ("MLA_EMULATE=gfx950: submission.py's kernels run their gfx950 builds (the runner's Triton 3.6.0) on "
+                "the emulator in tools/gfx950, dispatched as on the MI355X (256 CUs); its answers are checked, its "
+                "times are the emulator's, not the MI355X's")
 
 from reference import check_implementation, generate_input  # noqa: E402
 from utils import clear_l2_cache_large, set_seed  # noqa: E402
@@ -375,6 +381,21 @@ def _worker_init(verbose=False):
     if not HAS_GPU:
         import interpreter_shim
         interpreter_shim.install()
+    if EMULATE:
+        _install_emulator()
+
+
+def _install_emulator():
+    """MLA_EMULATE=gfx950: every launch on CPU tensors runs on the gfx950 emulator, and the
+    submission (when it imports: otherwise each case says why) dispatches as on the MI355X."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "tools"))
+    from gfx950 import dispatch
+    dispatch.requested()
+    try:
+        import submission
+    except Exception:  # noqa: BLE001 - each case reports the failed import in one line
+        submission = None
+    dispatch.install(submission)
 
 
 class SubmissionUnavailable(Exception):
@@ -1633,6 +1654,9 @@ HELP = "\n".join([
     "runner: `check: fail` tells), 112 a test or benchmark case failed, 113 a malformed case",
     "line, 2 bad arguments; POPCORN_SEED=<int> is mixed into every case seed;",
     "MLA_EVAL_CPU_BUDGET_S (default 5) caps the seconds of timed calls per case without a GPU.",
+    "MLA_EMULATE=gfx950 runs the submission's kernels as their MI355X builds (Triton 3.6.0) on the",
+    "gfx950 emulator (tools/gfx950, docs/gfx950_emulator.md), dispatched as on the MI355X: what the",
+    "answers say holds for those binaries; the times are the emulator's.",
     "Other exit statuses: compare 112 when a case failed, 2 when a file does not import; ingest",
     "2 on any problem (the submission file then untouched).",
     "",
@@ -1716,6 +1740,8 @@ def main():
     json_path = options["json"]
     try:
         _cpu_budget_s()
+        if EMULATE:
+            _check_emulate_value()
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -1729,6 +1755,8 @@ def main():
     if mode == "compare" and not Path(options["other"]).is_file():
         print(f"compare: {options['other']} is not a file", file=sys.stderr)
         return 2
+    if EMULATE:
+        print(EMULATE_NOTE, file=sys.stderr)
     tuning = ""
     with PopcornOutput(int(fd) if fd else None) as logger:
         if mode == "profile":
@@ -1766,6 +1794,13 @@ def main():
         write_json(json_path, mode, case_file, _environment(), floors=floors, rows=rows,
                    first_call_tuning=tuning.splitlines())
     return code
+
+
+def _check_emulate_value():
+    """ValueError unless MLA_EMULATE names the one machine the emulator runs."""
+    value = os.environ.get("MLA_EMULATE")
+    if value != "gfx950":
+        raise ValueError(f"MLA_EMULATE={value!r}: the emulator runs gfx950 only (MLA_EMULATE=gfx950)")
 
 
 def _tuning_report() -> str:

@@ -161,3 +161,30 @@ def test_a_call_runs_as_on_the_mi355x(sub, fresh_plans):
     assert [v for v, what, _, verdict in fresh_plans.CHECK_LOG[-2:]] == [variant, variant]
     assert all(verdict is None for *_, verdict in fresh_plans.CHECK_LOG[-2:])
     assert mla.wrong(fresh_plans, variant, data, out) is None
+
+
+def test_eval_py_test_checks_the_mi355x_binaries(tmp_path):
+    """`MLA_EMULATE=gfx950 python eval.py test CASES` runs submission.py's gfx950 builds on the
+    emulator (GFX950_LOG lists them) and checks them against the reference."""
+    import os
+    import subprocess
+    cases = tmp_path / "cases.txt"
+    cases.write_text("# one small case\nbatchsize: 2; qseqlen: 1; kvseqlen: 300; seed: 3\n")
+    log = tmp_path / "launches.jsonl"
+    env = {**os.environ, "MLA_EMULATE": "gfx950", "GFX950_LOG": str(log)}
+    result = subprocess.run([sys.executable, "eval.py", "test", str(cases)], cwd=mla.ROOT, env=env,
+                            capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0 and "check: pass" in result.stdout, result.stdout + result.stderr[-2000:]
+    assert "MLA_EMULATE=gfx950" in result.stderr
+    kernels = {line.split('"kernel": "')[1].split('"')[0] for line in log.read_text().splitlines()}
+    # the MI355X's families (a CPU's dispatch picks the portable BF16 form)
+    assert kernels & {"_scaled_split_kernel", "_gluon_split_kernel"}, kernels
+
+
+def test_mla_emulate_takes_gfx950_only(tmp_path):
+    import os
+    import subprocess
+    env = {**os.environ, "MLA_EMULATE": "gfx942"}
+    result = subprocess.run([sys.executable, "eval.py", "test"], cwd=mla.ROOT, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 2 and "the emulator runs gfx950 only" in result.stderr

@@ -47,7 +47,26 @@ COMMENTS = f"{MODES_TESTS}::test_blank_lines_and_comments_are_skipped"
 PASS_LINE = f"{MODES_TESTS}::test_a_pass_line_is_the_stage_of_the_rule_and_its_figures_unless_verbose"
 TOOL_TRITON = "tests/test_tool_triton.py"
 
+EMULATED_EVAL = "tests/test_gfx950_submission.py::test_eval_py_test_checks_the_mi355x_binaries"
+EMULATE_VALUE = "tests/test_gfx950_submission.py::test_mla_emulate_takes_gfx950_only"
+
 MUTATIONS = [
+    # --- MLA_EMULATE=gfx950: eval.py runs the MI355X binaries on the emulator
+    {"name": "MLA_EMULATE ignored (the kernels run in the interpreter)",
+     "path": "eval.py",
+     "old": 'EMULATE = os.environ.get("MLA_EMULATE") not in (None, "", "0")',
+     "new": "EMULATE = False",
+     "tests": [EMULATED_EVAL, EMULATE_VALUE]},
+    {"name": "MLA_EMULATE: the submission not dispatched as on the MI355X (launches emulated, CPU choices)",
+     "path": "eval.py",
+     "old": "    dispatch.install(submission)\n",
+     "new": "    dispatch.install(None)\n",
+     "tests": [EMULATED_EVAL]},
+    {"name": "emulator: a launch not logged where GFX950_LOG asks",
+     "path": "tools/gfx950/__init__.py",
+     "old": "    _log_launch(launch, grid)\n",
+     "new": "",
+     "tests": [EMULATED_EVAL]},
     # --- case file validation
     {"name": "case validation removed: only the runner's key: value pattern",
      "path": "eval.py",

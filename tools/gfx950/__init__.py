@@ -16,6 +16,8 @@ What it proves and what it does not: docs/gfx950_emulator.md.
 """
 import dataclasses
 import inspect
+import json
+import os
 
 import numpy as np
 
@@ -219,6 +221,16 @@ def emulate(kernel, grid, *args, num_warps=4, num_stages=None, order=None, budge
                      observers=observers)
 
 
+def _log_launch(launch, grid):
+    """GFX950_LOG=PATH: one JSON line per emulated launch appended there (which binaries ran)."""
+    path = os.environ.get("GFX950_LOG")
+    if path:
+        with open(path, "a") as log:
+            log.write(json.dumps({"kernel": launch.kernel.name, "grid": list(grid), "num_warps": launch.kernel.num_warps,
+                                  "wave_instructions": launch.instructions,
+                                  "triton": launch.built.triton if launch.built else None}) + "\n")
+
+
 def run_built(built, arguments, memory, grid, order=None, budget=DEFAULT_BUDGET, detectors=True, observers=()):
     compiled = load(built)
     kernarg = _kernarg_bytes(compiled.program, built, arguments, grid)
@@ -229,7 +241,9 @@ def run_built(built, arguments, memory, grid, order=None, budget=DEFAULT_BUDGET,
     if 0 not in grid:
         with np.errstate(all="ignore"):
             dispatch.run(order=order)
-    return Launch(built, compiled, dispatch)
+    launch = Launch(built, compiled, dispatch)
+    _log_launch(launch, grid)
+    return launch
 
 
 def run_asm(text, args=(), grid=(1,), num_warps=1, lds_bytes=0, order=None, budget=DEFAULT_BUDGET, detectors=True):
