@@ -18,6 +18,8 @@ COMPILE = ["tests/test_compile_targets.py", "-k"]
 PROBES = ["tests/test_machine_probes.py", "-k"]
 MODEL = ["tests/test_latency_model.py", "-k"]
 EMULATED = ["tests/test_gfx950_submission.py", "-k"]
+EMULATED_BANKS = ["tests/test_gfx950_banks.py", "-k"]
+BANKS = "tools/gfx950/banks.py"
 
 MUTATIONS = [
     # --- issue 35: submission's MI355X binaries on the gfx950 emulator (tests/test_gfx950_submission.py) ---
@@ -365,6 +367,31 @@ MUTATIONS = [
     mutation("banks: a phase costs one clock whatever its conflicts",
              "        clocks += int(Counter((touched % banks).tolist()).most_common(1)[0][1])",
              "        clocks += 1", ["tests/test_lds_banks.py"], path="tools/lds_banks.py"),
+    # --- the emulator's bank counter (tools/gfx950/banks.py) ---
+    mutation("emulated banks: a word read by several lanes counted once per lane (no broadcast)",
+             "    touched = np.unique((phase << 32) | words.ravel())", "    touched = (phase << 32) | words.ravel()",
+             EMULATED_BANKS + ["broadcast"], path=BANKS),
+    mutation("emulated banks: ds_read_b128 in consecutive 16-lane phases, not the measured groups",
+             'MEASURED: (64, "64 banks", {"ds_read_b128": _measured_read_b128_phases(),',
+             'MEASURED: (64, "64 banks", {"ds_read_b128": _consecutive(16),',
+             EMULATED_BANKS + ["measured_read_b128"], path=BANKS),
+    mutation("emulated banks: ds_write_b64 in 2 phases of 32 lanes under the measured model",
+             '"ds_write_b64": _consecutive(16)}', '"ds_write_b64": _consecutive(32)}',
+             EMULATED_BANKS + ["write_b64"], path=BANKS),
+    mutation("emulated banks: a ds_read2's halves counted as two accesses",
+             "        if _PAIRED.match(ins.mnemonic):\n", "        if False:\n",
+             EMULATED_BANKS + ["read2"], path=BANKS),
+    mutation("emulated banks: lanes off in EXEC counted", "    lanes = np.flatnonzero(mask)\n",
+             "    lanes = np.arange(LANES)\n", EMULATED_BANKS + ["exec"], path=BANKS),
+    mutation("emulated banks: a phase with no active lane counted conflict-free",
+             "    return int(deepest.sum()), int(np.count_nonzero(deepest))",
+             "    return int(deepest.sum()), phase_count", EMULATED_BANKS + ["exec"], path=BANKS),
+    mutation("emulated banks: the main loop picked from the text alone (the Gluon kernel's second pass)",
+             "        if executed is not None and not executed[position]:\n", "        if False:\n",
+             EMULATED_BANKS + ["main_loop"], path=BANKS),
+    mutation("emulated banks: a pass's clocks summed over every execution, not averaged",
+             "            cycles = sum(r.cycles[model] / (r.executions - r.empty) for r in loop)",
+             "            cycles = sum(r.cycles[model] for r in loop)", EMULATED_BANKS + ["main_loop"], path=BANKS),
     mutation("emulator: v_lshlrev's operands read the other way round",
              "            self.write(dest, self._shift_left(sources[1], sources[0]))",
              "            self.write(dest, self._shift_left(sources[0], sources[1]))",

@@ -246,12 +246,13 @@ def run_built(built, arguments, memory, grid, order=None, budget=DEFAULT_BUDGET,
     return launch
 
 
-def run_asm(text, args=(), grid=(1,), num_warps=1, lds_bytes=0, order=None, budget=DEFAULT_BUDGET, detectors=True):
+def run_asm(text, args=(), grid=(1,), num_warps=1, lds_bytes=0, order=None, budget=DEFAULT_BUDGET, detectors=True,
+            observers=()):
     """Run hand-written amdgcn `text` (instructions and labels; `.amdhsa_*` directives
     optional) over `grid`: the kernel arguments are `args` (CPU tensors as 8-byte device
     addresses, Python ints as 4-byte values, naturally aligned), their segment's address in
     s[0:1], the workgroup id in s2 (after the kernarg pointer, as a build without preloaded
-    arguments has it), the work-item id in v0. -> Launch."""
+    arguments has it), the work-item id in v0; observers as emulate's. -> Launch."""
     program = parse(text)
     program.descriptor.setdefault("user_sgpr_count", 2)
     memory = Memory()
@@ -269,7 +270,8 @@ def run_asm(text, args=(), grid=(1,), num_warps=1, lds_bytes=0, order=None, budg
     kernel = Kernel(program, lds_bytes, num_warps)
     kernarg_data = np.frombuffer(bytes(segment) + b"\0" * 64, dtype=np.uint8).copy()
     base = memory.add_region(kernarg_data, "kernel arguments", writable=False)
-    dispatch = Dispatch(kernel, memory, base, bytes(segment), tuple(grid), budget=budget, detectors=detectors)
+    dispatch = Dispatch(kernel, memory, base, bytes(segment), tuple(grid), budget=budget, detectors=detectors,
+                        observers=observers)
     with np.errstate(all="ignore"):
         dispatch.run(order=order)
     return Launch(None, kernel, dispatch)
