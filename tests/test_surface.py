@@ -41,12 +41,12 @@ SCALED_SCORES SCALE_COLS SOURCE_ID TABLE_BEGIN TABLE_END TUNED TUNE_CASES TUNE_C
 TUNE_CASE_WALL_S TUNE_LOG TUNE_ROUNDS TUNE_TOTAL_WALL_S V_DIM_C V_HEAD_DIM Variant
 aiter_commit_found candidate_groups check_output check_sample choose combine_dims custom_kernel
 default_launch describe_choice error_summary fresh_tune_log gl gluon gluon_capable
-gluon_layout_problem kernel_times_us machine_block machine_lines machine_probes make_launch make_scratch
+gluon_layout_problem kernel_times_us launch_variants machine_block machine_lines machine_probes make_launch make_scratch
 measure_machine once_launch predicted_choice q8_edge_case q8_launches quantize_q_fp8
 quantize_q_reference ranked_candidates scaled_launch self_check source_id time_call_us tl torch
 triton tune_first_call tuning_report variants_for
 _AiterPlan _PLANS _TritonPlan _WARNED _arch _attention _bf16_bits _bf16_halves _bf16_split_kernel
-_cached_prediction _device_faulted _device_name _gluon_split_kernel _laid_out_like _launch_gluon
+_cached_prediction _chase_chain _device_faulted _device_name _gluon_split_kernel _laid_out_like _launch_gluon
 _launch_kernel _launch_triton _load_q_padded _marked _mla_combine_kernel _mxfp4_operands
 _needs_tuning _num_sms _one_stage_only _plan _platform _probe_chase_kernel _probe_copy_kernel
 _probe_empty_kernel _q_fp8_kernel _quantize_e4m3_blocks _quantize_fp8_per_tensor _quantize_q
@@ -54,7 +54,7 @@ _run_choice _scaled_split_kernel _split_range _synthetic_case _tile_rows _word_p
 _word_pairs_portable _words_to_bf16 _write_result
 """.split())
 
-SCANNED = ("eval.py", "tools/*.py", "tests/*.py")
+SCANNED = ("eval.py", "tools/*.py", "tools/gfx950/*.py", "tests/*.py")
 MODULE_PARAMETERS = {"sub", "submission", "fresh_plans"}
 COPY_LOADERS = {"load_copy"}  # tools/instrument.py: imports an instrumented copy of submission.py
 # Names tools/instrument.py adds to its copy (not submission.py's): their uses on a copy are not scanned.
