@@ -1279,7 +1279,7 @@ if gl is not None:
 
     @gluon.jit
     def _gl_copy_tile(ring, slot, kv_ptr, scale_ptr, offsets, tile_start, rows_end, kv_row_stride, scale_row_words,
-                      scale_words, BLOCK_N: gl.constexpr):
+                      BLOCK_N: gl.constexpr):
         """Rows [tile_start, + BLOCK_N) into ring slot `slot`, async (one commit group); rows >= rows_end read 0."""
         codes, rope, scales = ring
         code_offs, rope_offs, scale_offs, rope_in_row, scale_in_row = offsets
@@ -1327,7 +1327,7 @@ if gl is not None:
 
     @gluon.jit
     def _gl_tiles(m_ref, q_ops, ring, views, kv_ptr, scale_ptr, offsets, lo, hi, rows_end, kv_row_stride,
-                  scale_row_words, scale_words, qk_scale_log2, BLOCK_N: gl.constexpr):
+                  scale_row_words, qk_scale_log2, BLOCK_N: gl.constexpr):
         """Tiles [lo, hi) (0 and 1 copied) -> per warp and head m_ref, m_true, l (4, 16); 4 acc chunks (4, 16, 128)."""
         ks_l: gl.constexpr = gl.amd.cdna4.get_mfma_scale_layout(GL_K_B, [BLOCK_N, 16])
         ksr_l: gl.constexpr = gl.amd.cdna4.get_mfma_scale_layout(GL_K_B, [BLOCK_N, 4])
@@ -1343,7 +1343,7 @@ if gl is not None:
         for i in range(gl.cdiv(gl.maximum(hi - lo, 0), BLOCK_N)):
             gl.amd.cdna4.async_copy.wait_group(1)
             _gl_copy_tile(ring, (i + 2) % 3, kv_ptr, scale_ptr, offsets, lo + (i + 2) * BLOCK_N, rows_end,
-                          kv_row_stride, scale_row_words, scale_words, BLOCK_N)
+                          kv_row_stride, scale_row_words, BLOCK_N)
             slot = i % 3
             k = gl.amd.cdna4.async_copy.load_shared_relaxed(k_codes.index(slot).permute([1, 0]), GL_K_B)
             ks = gl.amd.cdna4.async_copy.load_shared_relaxed(scale_bytes.index(slot).slice(0, 16, 1), ks_l)
@@ -1501,14 +1501,14 @@ if gl is not None:
         blocks = gl.arange(0, 4, layout=gl.SliceLayout(0, qsr_l))[None, :]
         gl.amd.cdna4.buffer_store(qsr, qs_ptr, rows + V_DIM_C // 32 + blocks, mask=blocks < ROPE_C // 32)
 
-    @gluon.jit(do_not_specialize=["total_kv", "num_splits", "scale_words"])
+    @gluon.jit(do_not_specialize=["total_kv", "num_splits"])
     def _gluon_split_kernel(
         q_ptr, kv_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr, q8_ptr,
-        qs_ptr, total_kv, num_splits, scale_words, q_row_stride, q_head_stride, kv_row_stride, scale_row_words, qk_scale_log2,
+        qs_ptr, total_kv, num_splits, q_row_stride, q_head_stride, kv_row_stride, scale_row_words, qk_scale_log2,
         BLOCK_N: gl.constexpr, MERGE: gl.constexpr,
     ):
         """The SCALED kernel's program (same arguments and results) in the data flow drawn above; scale_ptr: the
-        e8m0 bytes in 4-byte aligned rows of scale_row_words int32 words (>= 5), scale_words in the buffer."""
+        e8m0 bytes in 4-byte aligned rows of scale_row_words int32 words (>= 5; the kernel reads words 0-4)."""
         gl.static_assert(BLOCK_N == 128, "the warp-split layouts are written for 128-token tiles")
         split = gl.program_id(0)
         seq = gl.program_id(1)
@@ -1535,9 +1535,9 @@ if gl is not None:
         scale_words_ptr = scale_ptr.to(gl.pointer_type(gl.int32))
         offsets = _gl_copy_offsets(kv_row_stride, scale_row_words, BLOCK_N)
         _gl_copy_tile(ring, 0, kv_ptr, scale_words_ptr, offsets, lo, rows_end, kv_row_stride, scale_row_words,
-                      scale_words, BLOCK_N)
+                      BLOCK_N)
         _gl_copy_tile(ring, 1, kv_ptr, scale_words_ptr, offsets, lo + BLOCK_N, rows_end, kv_row_stride,
-                      scale_row_words, scale_words, BLOCK_N)
+                      scale_row_words, BLOCK_N)
 
         q8, qs = _quantize_e4m3_blocks(q_nope.to(gl.float32), NUM_HEADS_C, V_DIM_C // 32)
         q8r, qsr = _quantize_e4m3_blocks(q_rope.to(gl.float32), NUM_HEADS_C, 2 * ROPE_PAD_BYTES_C // 32)
@@ -1551,18 +1551,16 @@ if gl is not None:
 
         m_ref, m_true, l_i, accs = _gl_tiles(
             gl.full([4, NUM_HEADS_C], float("-inf"), gl.float32, gl.SliceLayout(2, GL_MMA_V)), q_ops, ring, views,
-            kv_ptr, scale_words_ptr, offsets, lo, hi, rows_end, kv_row_stride, scale_row_words, scale_words,
-            qk_scale_log2, BLOCK_N)
+            kv_ptr, scale_words_ptr, offsets, lo, hi, rows_end, kv_row_stride, scale_row_words, qk_scale_log2, BLOCK_N)
         known = m_ref != float("-inf")
         gap = gl.where(known, (m_true - gl.where(known, m_ref, 0.0)) * qk_scale_log2, 0.0)
         if gl.max(gl.max(gap, axis=1), axis=0) > ONCE_OVERFLOW_LOG2_C:  # again, from the true maximum
             _gl_copy_tile(ring, 0, kv_ptr, scale_words_ptr, offsets, lo, rows_end, kv_row_stride, scale_row_words,
-                          scale_words, BLOCK_N)
+                          BLOCK_N)
             _gl_copy_tile(ring, 1, kv_ptr, scale_words_ptr, offsets, lo + BLOCK_N, rows_end, kv_row_stride,
-                          scale_row_words, scale_words, BLOCK_N)
+                          scale_row_words, BLOCK_N)
             m_ref, m_true, l_i, accs = _gl_tiles(m_true, q_ops, ring, views, kv_ptr, scale_words_ptr, offsets, lo, hi,
-                                                 rows_end, kv_row_stride, scale_row_words, scale_words,
-                                                 qk_scale_log2, BLOCK_N)
+                                                 rows_end, kv_row_stride, scale_row_words, qk_scale_log2, BLOCK_N)
         _gl_write(m_ref, l_i, accs, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr,
                   count_ptr, qk_scale_log2, MERGE)
 
@@ -1572,7 +1570,7 @@ def _launch_gluon(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, 
     _launch_kernel(
         _gluon_split_kernel, (num_splits, out.shape[0]),
         (q, packed, scales, qo_indptr, kv_indptr, out, scratch.part_acc, scratch.part_ml, scratch.count, scratch.q8,
-         scratch.qs, packed.shape[0], num_splits, _storage_bytes(scales) // WORD_BYTES, q.stride(0), q.stride(1),
+         scratch.qs, packed.shape[0], num_splits, q.stride(0), q.stride(1),
          packed.stride(0), scales.stride(0) // WORD_BYTES, qk_scale_log2),
         dict(BLOCK_N=variant.block_n, MERGE=variant.merge, num_warps=variant.num_warps), variant.describe())
 

@@ -585,7 +585,7 @@ def case_rows(target_name, variant_rows):
 # split count.
 GLUON_SIGNATURE = {"q_ptr": "*bf16", "kv_ptr": "*u8", "scale_ptr": "*u8", "qo_indptr_ptr": "*i32",
                    "kv_indptr_ptr": "*i32", "out_ptr": "*bf16", "part_acc_ptr": "*fp32", "part_ml_ptr": "*fp32",
-                   "count_ptr": "*i32", "q8_ptr": "*u8", "qs_ptr": "*u8", "total_kv": "i32", "num_splits": "i32", "scale_words": "i32",
+                   "count_ptr": "*i32", "q8_ptr": "*u8", "qs_ptr": "*u8", "total_kv": "i32", "num_splits": "i32",
                    "q_row_stride": "i32", "q_head_stride": "i32", "kv_row_stride": "i32", "scale_row_words": "i32",
                    "qk_scale_log2": "fp32"}
 NON_BUFFER_MEMORY = ("global_", "flat_", "scratch_")
@@ -634,7 +634,7 @@ def compile_gluon(merge) -> dict:
 # The Gluon kernel's integer arguments as a leaderboard call passes them (the ring's data flow
 # and hazard checks need the copies' per-lane offsets, which multiply a row stride): the
 # runner's layouts, 288-byte code rows and 24-byte (6-word) scale rows.
-GLUON_ARGUMENTS = {"total_kv": 1 << 20, "num_splits": 1, "scale_words": 6 << 20, "q_row_stride": 16 * 576,
+GLUON_ARGUMENTS = {"total_kv": 1 << 20, "num_splits": 1, "q_row_stride": 16 * 576,
                    "q_head_stride": 576, "kv_row_stride": 288, "scale_row_words": 6}
 
 

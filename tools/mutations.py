@@ -333,11 +333,11 @@ MUTATIONS = [
              COMPILE + ["issue25"]),
     mutation("gluon: the first tile's copy waits for Q's quantization",
              "        _gl_copy_tile(ring, 0, kv_ptr, scale_words_ptr, offsets, lo, rows_end, kv_row_stride, scale_row_words,\n"
-             "                      scale_words, BLOCK_N)\n        _gl_copy_tile(ring, 1,",
+             "                      BLOCK_N)\n        _gl_copy_tile(ring, 1,",
              "        q_first = _quantize_e4m3_blocks(q_nope.to(gl.float32), NUM_HEADS_C, V_DIM_C // 32)[0]\n"
              "        lo_after_q = lo + (gl.min(gl.min(q_first.to(gl.float32), axis=1), axis=0) * 0.0).to(gl.int32)\n"
              "        _gl_copy_tile(ring, 0, kv_ptr, scale_words_ptr, offsets, lo_after_q, rows_end, kv_row_stride,\n"
-             "                      scale_row_words, scale_words, BLOCK_N)\n        _gl_copy_tile(ring, 1,",
+             "                      scale_row_words, BLOCK_N)\n        _gl_copy_tile(ring, 1,",
              COMPILE + ["issue25"]),
     mutation("gluon FUSED: no wave waits for its own stores before the barrier",
              '        lane = gl.inline_asm_elementwise("s_waitcnt vmcnt(0)", "=v,0", [lane], dtype=gl.int32, is_pure=False,\n'
