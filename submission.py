@@ -2024,8 +2024,9 @@ def _merged(acc_run, l_run, invalid, value_scale):
 def _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, value_scale,
                   HEADS: tl.constexpr, SPLITS: tl.constexpr):
     """FUSED, the last program: out[seq] from seq's partials, HEADS heads at a time; each pass issues the loads of
-    SPLITS splits before it waits for any (read past the L1: .cg). Past num_splits (a power of two) a pass reloads
-    real splits at weight 0 (m -inf): no masked loads, each of which would be a branch of its own on AMD."""
+    SPLITS splits before it waits for any (read past the L1: .cg). Where SPLITS > num_splits (both powers of two)
+    a pass loads each split SPLITS / num_splits times: their sums scale alike, and acc / l does not move (no masked
+    loads: each would be a branch of its own on AMD)."""
     dims = tl.arange(0, V_DIM_C)
     for head0 in tl.static_range(0, NUM_HEADS_C, HEADS):
         heads = head0 + tl.arange(0, HEADS)
@@ -2037,7 +2038,7 @@ def _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_
             split = first + tl.arange(0, SPLITS)
             part = seq * num_splits + (split & (num_splits - 1))
             ml_rows = part_ml_ptr + part[:, None] * (2 * NUM_HEADS_C) + heads[None, :]
-            m = tl.where(split[:, None] < num_splits, tl.load(ml_rows, cache_modifier=".cg"), float("-inf"))
+            m = tl.load(ml_rows, cache_modifier=".cg")
             l = tl.load(ml_rows + NUM_HEADS_C, cache_modifier=".cg")
             acc = tl.load(part_acc_ptr + (part[:, None, None] * NUM_HEADS_C + heads[None, :, None]) * V_DIM_C
                           + dims[None, None, :], cache_modifier=".cg")

@@ -69,7 +69,7 @@ def test_more_splits_than_the_combine_kernel_holds_at_once(fresh_plans, monkeypa
 @pytest.mark.parametrize("merge_pass, splits", [((4, 16), 2), ((4, 16), 32), ((16, 2), 8)])
 def test_the_fused_merge_in_every_pass_shape(fresh_plans, monkeypatch, merge_pass, splits):
     """FUSED_MERGE_PASS (heads, splits a pass; the 8-warp and 4-warp forms' on gfx950) on a 4-warp launch: 4 head
-    groups of 16 splits a pass at 2 splits (14 of a pass's 16 reloaded at weight 0) and at 32 (two passes); all 16
+    groups of 16 splits a pass at 2 splits (each loaded 8 times a pass) and at 32 (two passes); all 16
     heads at 2 splits a pass over 8 (four passes); sequences of one tile per split, shorter, empty and one token."""
     sub = fresh_plans
     monkeypatch.setattr(sub, "FUSED_MERGE_PASS", {4: merge_pass})

@@ -77,6 +77,19 @@ LDS_CLOCKS = {"low": 51, "fitted": 64, "high": 128}  # MI300X LDS pointer chase 
 LAUNCH_EMPTY_US = 4.0  # an empty kernel between two events (ROCm TransferBench PR 297): the low end
 BANDWIDTH_HIGH = 6.0e12  # AMD's own bf16 MLA decode kernels on gfx950 (ROCm/aiter PRs 5456, 4480): the low end
 BANDWIDTH_LOW = 4.4e12  # the Gluon decode's (256, 8192): 1.22 GB in 276.3 us, one launch: the high end
+# Where each parameter of the three machines comes from (printed, and kept in the results file).
+PARAMETER_SOURCES = {
+    "launch_us": "fitted to the fitted paths' figures (each launch; the reference's torch operations' own small "
+                 "work included); low end: an empty kernel between two events, 4 us (ROCm TransferBench PR 297)",
+    "hbm_bytes_per_s": "fitted to the same figures; low end 6.0 TB/s, AMD's own bf16 MLA decode on gfx950 (ROCm/aiter "
+                       "PRs 5456, 4480); high end 4.4 TB/s, aiter's Gluon decode at (256, 8192) in one launch",
+    "round_trip_us": "held, not fitted (the public calls add at most a few): 0.43 us, the MI300X's HBM pointer chase "
+                     "(p50 876 clocks at 2.1 GHz), to 1 us, assumed before; 0.7 between",
+    "lds_clocks": "51 clocks, the MI300X's LDS pointer chase, to 128; 64 between",
+    "layout": "312 B a token in the runner's padded scale rows (the low end: 306, trimmed)",
+    "lds_model": "gfx950's measured 64-bank phases (HipKittens); low end 64 banks, high end 32 banks",
+    "clock_hz, units": "2.4 GHz, 256 CUs (AMD's MI355X figures)",
+}
 LAUNCH_GRID_US = [2.0 + 0.25 * step for step in range(33)]  # 2 .. 10 us
 BANDWIDTH_GRID = [3.0e12 + 0.05e12 * step for step in range(101)]  # 3 .. 8 TB/s
 MAX_ERROR = 0.30
@@ -209,6 +222,9 @@ def main(argv=None):
                        "error": round(err, 3), "fitted": PUBLIC_PATHS[name][2]})
     for name, note in RESIDUAL_NOTES.items():
         print(f"  why {name}: {note}")
+    print("\nthe parameters' sources:")
+    for name, source in PARAMETER_SOURCES.items():
+        print(f"  {name}: {source}")
     rows = model.load_rows(options.report)
     table = candidate_rows(rows, predict_at)
     print("\nour candidates on gfx950 (us: low / fitted / high; the fitted terms: chain, HBM, per tile, LDS and "
@@ -243,7 +259,8 @@ def main(argv=None):
             else options.report, "triton": rows[0]["triton"],
             "fits": {name: {"round_trip_us": ROUND_TRIP_US[name], "launch_us": launch, "hbm_bytes_per_s": rate,
                             "residual": round(res, 4)} for name, (launch, rate, res) in fits.items()},
-            "parameters": parameters, "public": public, "residual_notes": RESIDUAL_NOTES,
+            "parameters": parameters, "parameter_sources": PARAMETER_SOURCES, "public": public,
+            "residual_notes": RESIDUAL_NOTES,
             "public_sources": {name: entry[3] for name, entry in PUBLIC_PATHS.items()},
             "candidates": {str(case): found for case, found in table.items()}, **result}, indent=1) + "\n")
 
