@@ -2050,8 +2050,7 @@ def _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_
 @triton.jit
 def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
                   qk_scale_log2, value_scale, TRANSPOSED: tl.constexpr, MERGE: tl.constexpr,
-                  WAVE_FENCES: tl.constexpr, MERGE_HEADS: tl.constexpr = NUM_HEADS_C,
-                  MERGE_SPLITS: tl.constexpr = 1):
+                  WAVE_FENCES: tl.constexpr, MERGE_HEADS: tl.constexpr, MERGE_SPLITS: tl.constexpr):
     """The result by MERGE (table above): the output (DIRECT; NaN rows: invalid range, zeros: empty) or the partial
     (m NaN: invalid). FUSED: barrier, acq_rel atomic add on count[seq] (a call adds num_splits, a power of two), the
     last program merges; WAVE_FENCES (AMD): its waves' store waits and cache invalidates (docs/design.md)."""

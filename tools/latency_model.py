@@ -61,7 +61,9 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
+import fence_order  # noqa: E402
 import submission as sub  # noqa: E402
+from fence_order import PARTIAL_BYTES  # noqa: E402
 
 # Bytes a call moves (docs/performance.md, "The two numbers"): per KV token 288 bytes of e2m1 pairs and a row of
 # e8m0 scales, 24 bytes in the runner's padded scale layout (the buffer aiter leaves: a row is read whole) or 18
@@ -70,7 +72,6 @@ import submission as sub  # noqa: E402
 TOKEN_BYTES = {"padded": 288 + 24, "trimmed": 288 + 18}
 Q_BYTES = 16 * 576 * 2
 OUT_BYTES = 16 * 512 * 2
-PARTIAL_BYTES = 16 * 512 * 4 + 2 * 16 * 4
 ELEMENTS_PER_TOKEN = 576
 VARIANT_KEYS = ("kernel", "family", "BLOCK_N", "convert", "num_warps", "num_stages", "MERGE")
 TARGET_ARCH = {"gfx950": ("gfx950", "hip"), "sm90": ("sm_90", "cuda")}  # compile-report target -> arch, platform
@@ -144,7 +145,6 @@ def inorder_issue_clocks(issue, lds_clocks):
 def merge_round_trips(variant, num_splits):
     """The FUSED merge's dependent round trips: as the build's ISA issues them (fence_order.merge_round_trips), else
     (sm_90 builds: no fence facts) one per split."""
-    import fence_order
     found = fence_order.merge_round_trips(variant.get("fused_fences"), num_splits)
     return num_splits if found is None else found
 
