@@ -45,8 +45,12 @@
         tune.
 
 A case line is `batchsize: <int>; qseqlen: <int>; kvseqlen: <int>; seed: <int>` (the
-arguments of generate_input); any other line is reported on stderr, quoted, with exit 113
-before any case runs.
+arguments of generate_input); blank lines and `#` comments are skipped; any other line is
+reported on stderr, quoted, with exit 113 before any case runs.
+
+A submission that cannot run here (it fails to import, or its first call of a case needs a
+module that is missing, such as aiter off ROCm) fails each case with one line saying why and
+what to do (`check: fail`, exit 112 in test and benchmark); --verbose adds the traceback.
 """
 import ast
 import base64
@@ -54,6 +58,7 @@ import dataclasses
 import datetime
 import hashlib
 import importlib.util
+import inspect
 import io
 import json
 import math
@@ -66,6 +71,7 @@ import sys
 import textwrap
 import time
 import tokenize
+import traceback
 from pathlib import Path
 from typing import NamedTuple
 
@@ -136,8 +142,10 @@ FLAG_SPECS = {  # what each option sets and where it applies (--help's text: FLA
     "--no-write": Flag("write", ("tune",), switch_value=False),
     "--arch": Flag("arch", ("ingest",), str),
     "--force": Flag("force", ("ingest",)),
+    "--verbose": Flag("verbose", ("test", "benchmark", "leaderboard", "profile", "tune", "compare")),
 }
-OPTION_DEFAULTS = {"json": None, "runs": 30, "write": True, "arch": None, "force": False, "report": None}
+OPTION_DEFAULTS = {"json": None, "runs": 30, "write": True, "arch": None, "force": False, "report": None,
+                   "verbose": False}
 
 
 FLAGS = {  # --help's text of each option, after the modes it applies to (FLAG_SPECS)
@@ -149,6 +157,9 @@ FLAGS = {  # --help's text of each option, after the modes it applies to (FLAG_S
                      "results/compile_report_triton<the log's Triton>.json, else 3.6.0's)",
     "--force": "write even when a block's source id is not SUBMISSION's (the file changed since "
                "the run that measured it)",
+    "--verbose": "the traceback of a submission that fails to import (or whose first call misses a module), "
+                 "and a pass line's notes: the share of elements outside the task README's stricter "
+                 "rtol 2e-2 / atol 8e-3, an output dtype other than bf16",
     "-h, --help": "this text",
 }
 # mode -> its positional arguments after the mode: (options key, name in messages, required)
@@ -165,6 +176,8 @@ CASE_PATTERN = r"\s*([a-zA-Z_]\w*):\s*([a-zA-Z_]\w*|[+-]?[0-9]+)\s*"
 # the sizes are at least 1.
 CASE_KEYS = ("batchsize", "qseqlen", "kvseqlen", "seed")
 CASE_SIZE_KEYS = ("batchsize", "qseqlen", "kvseqlen")
+CASE_LINE = "; ".join(f"{key}: <int>" for key in CASE_KEYS)  # for messages
+CASE_COMMENT = "#"  # a case file's comment runs from here to the line's end
 MXFP4_BYTES_PER_TOKEN = 288 + 18  # e2m1 pairs + e8m0 scales
 # kind -> ((max_repeats, max_time_ns) of the warm-up on case 0, of each timed case), as the
 # runner; without a GPU max_time_ns is cut to MLA_EVAL_CPU_BUDGET_S (the interpreter is slow).
@@ -236,11 +249,9 @@ def _parse_case_line(line: str) -> tuple:
 
     Values are read as the runner reads them (integers, `true` / `false`, other words as
     text); the problems are everything the runner would only find in its worker: a part
-    that is not `key: value` (a blank line included, as the runner), a key that is unknown,
-    missing or repeated, a value that is not an integer (a bool is not), a size below 1.
+    that is not `key: value`, a key that is unknown, missing or repeated, a value that is
+    not an integer (a bool is not), a size below 1.
     """
-    if not line.strip():
-        return {}, ["a blank line (the runner rejects it too)"]
     pairs = []
     for part in line.split(";"):
         matched = re.fullmatch(CASE_PATTERN, part)
@@ -265,8 +276,16 @@ def _parse_case_line(line: str) -> tuple:
     return args, problems
 
 
+def case_line_text(line: str) -> str:
+    """A case file's line without its `#` comment (the whole line's text when it has none);
+    blank for a blank or comment-only line, which is skipped. The runner's own case files
+    have neither: its eval.py rejects both."""
+    return line.split(CASE_COMMENT, 1)[0].rstrip() if CASE_COMMENT in line else line
+
+
 def get_test_cases(file_name: str, seed) -> list:
-    """The cases of a case file; any malformed line: message on stderr, exit 113."""
+    """The cases of a case file (blank lines and `#` comments skipped); any malformed line, or
+    no case at all: message on stderr, exit 113."""
     try:
         content = Path(file_name).read_text()
     except OSError as exc:
@@ -274,12 +293,19 @@ def get_test_cases(file_name: str, seed) -> list:
         sys.exit(113)
     tests = []
     for number, line in enumerate(content.splitlines(), start=1):
-        args, problems = _parse_case_line(line)
+        text = case_line_text(line)
+        if not text.strip():
+            continue
+        args, problems = _parse_case_line(text)
         if problems:
             print(f"invalid test case: '{line}' (line {number} of {file_name}): {'; '.join(problems)}."
-                  f" A case line is `{'; '.join(f'{key}: <int>' for key in CASE_KEYS)}`.", file=sys.stderr)
+                  f" A case line is `{CASE_LINE}`.", file=sys.stderr)
             sys.exit(113)
-        tests.append(TestCase(spec=line, args=args))
+        tests.append(TestCase(spec=text, args=args))
+    if not tests:
+        print(f"no test case in `{file_name}`: it has only blank lines and `#` comments. A case line is "
+              f"`{CASE_LINE}`.", file=sys.stderr)
+        sys.exit(113)
     if seed is not None:
         for test in tests:
             if "seed" in test.args:
@@ -308,7 +334,12 @@ def _clone_data(data):
 
 
 def _check(data, output):
-    result = check_implementation(data, output)
+    """(ok, message) of reference.check_implementation; with --verbose its notes too, where it
+    takes `verbose` (the runner's reference.py does not)."""
+    if _VERBOSE and "verbose" in inspect.signature(check_implementation).parameters:
+        result = check_implementation(data, output, verbose=True)
+    else:
+        result = check_implementation(data, output)
     return result if isinstance(result, tuple) else (not bool(result), result)
 
 
@@ -335,17 +366,77 @@ def _synchronize():
 # Worker side (one spawned process runs every case)
 # ---------------------------------------------------------------------------------------
 
-def _worker_init():
+_VERBOSE = False  # --verbose, in the process that runs the cases (_worker_init sets it)
+
+
+def _worker_init(verbose=False):
+    global _VERBOSE
+    _VERBOSE = verbose
     if not HAS_GPU:
         import interpreter_shim
         interpreter_shim.install()
 
 
+class SubmissionUnavailable(Exception):
+    """A submission that cannot run here: it fails to import, or its first call of a case
+    needs a module that is missing. The message (unavailable_message) is one line: a failed
+    case's error, not a traceback."""
+
+
+# What to do about a module the runner has and this machine lacks, or one the runner lacks too.
+AITER_ADVICE = ("aiter exists only in ROCm builds (the leaderboard's MI355X runner has it): check this file on an "
+                "MI355X or on the leaderboard's runner, or make its aiter import optional (try/except ImportError, "
+                "with a path that runs without it), as this repository's submission.py does")
+MISSING_MODULE_ADVICE = ("the leaderboard's runner has torch, triton, aiter and the task's files (task.py, utils.py, "
+                         "reference.py): a module beyond those fails there too")
+
+
+def unavailable_message(what: str, exc: BaseException, verbose: bool) -> str:
+    """`what` (e.g. "submission.py cannot be imported"), the exception in one line, what to do
+    when a module is missing (AITER_ADVICE for aiter, else MISSING_MODULE_ADVICE), then the
+    traceback's lines when verbose (joined by the protocol's separator: one protocol line),
+    else where to find it."""
+    lines = f"{exc}".strip().splitlines()
+    parts = [f"{what}: {type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")]
+    if isinstance(exc, ModuleNotFoundError):
+        parts.append(AITER_ADVICE if (exc.name or "").split(".")[0] == "aiter" else MISSING_MODULE_ADVICE)
+    if not verbose:
+        return ". ".join(parts) + " (--verbose: the traceback)"
+    trace = "".join(traceback.format_exception(exc)).rstrip().splitlines()
+    return MESSAGE_SEPARATOR.join([". ".join(parts), *trace])
+
+
+_IMPORT_FAILURE = []  # why submission.py failed to import in this process (it is imported once)
+
+
+def _submission():
+    """The submission module, which must define custom_kernel; SubmissionUnavailable when
+    submission.py fails to import (any exception: a missing module, a syntax error, ...),
+    for every later call too, without importing it again."""
+    if not _IMPORT_FAILURE:
+        try:
+            import submission
+            submission.custom_kernel  # noqa: B018 - the runner imports this name
+            return submission
+        except Exception as exc:  # noqa: BLE001 - each case reports it
+            _IMPORT_FAILURE.append(unavailable_message("submission.py cannot be imported", exc, _VERBOSE))
+    raise SubmissionUnavailable(_IMPORT_FAILURE[0])
+
+
+def _first_call(kernel, data, name="submission.py"):
+    """kernel(data), a case's first (checked) call; a module missing inside it (an import the
+    call makes) is SubmissionUnavailable, as a failed import. Later calls are not wrapped."""
+    try:
+        return kernel(data)
+    except ImportError as exc:
+        raise SubmissionUnavailable(unavailable_message(f"{name}'s first call failed", exc, _VERBOSE)) from None
+
+
 def _run_single_test(test: TestCase):
-    from submission import custom_kernel
+    custom_kernel = _submission().custom_kernel
     data = generate_input(**test.args)
     _synchronize()
-    output = custom_kernel(_clone_data(data))
+    output = _first_call(custom_kernel, _clone_data(data))
     _synchronize()
     return _check(data, output)
 
@@ -386,12 +477,12 @@ def _run_single_benchmark(test: TestCase, recheck: bool, max_repeats: int, max_t
     """One case of benchmark (recheck False) or leaderboard (recheck True: the seed moves on
     by 13 and the answer is checked on every timed call), as the runner's: one checked
     call, then timed calls. -> Stats, or the failed check's message."""
-    from submission import custom_kernel
+    custom_kernel = _submission().custom_kernel
     max_time_ns = _case_budget_ns(max_time_ns)
     args = dict(test.args)  # the runner changes its (pickled) copy of test.args the same way
     data = generate_input(**args)
     check_copy = _clone_data(data)
-    good, message = _check(check_copy, custom_kernel(data))
+    good, message = _check(check_copy, _first_call(custom_kernel, data))
     if not good:
         return message
     durations = []
@@ -480,10 +571,10 @@ def _run_single_profile(test: TestCase) -> dict:
     os.environ.setdefault("KINETO_LOG_LEVEL", QUIET_PROFILER_LOG_LEVEL)  # read when the profiler starts
     from torch.profiler import ProfilerActivity, profile
 
-    from submission import custom_kernel
+    custom_kernel = _submission().custom_kernel
     data = generate_input(**test.args)
     _synchronize()
-    custom_kernel(data)
+    _first_call(custom_kernel, data)
     _, event_ns = _timed_call(custom_kernel, data)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if HAS_GPU else [])
     with profile(activities=activities) as prof:
@@ -518,13 +609,19 @@ def _other_submission(path: str):
     return _OTHER_SUBMISSIONS[path]
 
 
-def _import_other(path: str) -> str:
-    """'' when the other submission of compare imports in this worker, else why not."""
+def _compare_import_problems(path: str) -> list:
+    """Why submission.py (A) or the other submission of compare (B, at `path`) does not
+    import in this worker: one line each (unavailable_message), [] when both do."""
+    problems = []
+    try:
+        _submission()
+    except SubmissionUnavailable as exc:
+        problems.append(f"A: {exc}")
     try:
         _other_submission(path)
     except Exception as exc:  # noqa: BLE001 - reported on stderr by the driver, exit 2
-        return f"{type(exc).__name__}: {exc}".strip().splitlines()[-1]
-    return ""
+        problems.append("B: " + unavailable_message(f"{Path(path).name} cannot be imported", exc, _VERBOSE))
+    return problems
 
 
 COMPARE_SIDES = ("A", "B")  # A: this repository's submission.py, B: the other file
@@ -535,7 +632,7 @@ def _run_compare_case(test: TestCase, other_path: str, max_repeats: int, max_tim
     call; then rounds of one timed call each (as the runner times a call), A first in even
     rounds and B first in odd ones (A B B A ...), until _enough_runs. -> {"A": [ns], "B": [ns]},
     or {"failed": side, "error": message} when a first call fails its check."""
-    from submission import custom_kernel
+    custom_kernel = _submission().custom_kernel
     kernels = {"A": custom_kernel, "B": _other_submission(other_path).custom_kernel}
     max_time_ns = _case_budget_ns(max_time_ns)
     data = generate_input(**test.args)
@@ -545,7 +642,7 @@ def _run_compare_case(test: TestCase, other_path: str, max_repeats: int, max_tim
         try:
             good, message = _check(check_copy, kernels[side](inputs[side]))
         except Exception as exc:  # noqa: BLE001 - a broken side is a failed case, reported
-            good, message = False, f"{type(exc).__name__}: {exc}"
+            good, message = False, unavailable_message("its first call failed", exc, _VERBOSE)
         if not good:
             return {"failed": side, "error": message}
     durations = {side: [] for side in COMPARE_SIDES}
@@ -596,7 +693,7 @@ def tune_candidates(submission, batch, kv_len, device) -> list:
 
 def _run_tune_case(test: TestCase, runs: int) -> list:
     """Check, then time, every candidate choice of one case (see `python eval.py tune`)."""
-    import submission
+    submission = _submission()
     data = generate_input(**test.args)
     device = data[0].device
     batch, kv_len = data[4]["batch_size"], data[4]["kv_seq_len"]
@@ -685,7 +782,10 @@ def run_testing(logger, pool, tests):
     for idx, test in enumerate(tests):
         start = time.time()
         logger.log(f"test.{idx}.spec", test.spec)
-        good, message = pool.apply(_run_single_test, (test,))
+        try:
+            good, message = pool.apply(_run_single_test, (test,))
+        except SubmissionUnavailable as exc:
+            good, message = False, str(exc)
         logger.log(f"test.{idx}.status", "pass" if good else "fail")
         if not good:
             logger.log(f"test.{idx}.error", message)
@@ -704,14 +804,20 @@ def run_benchmarking(logger, pool, tests, kind):
     -> (exit status, [(test, Stats)] of the cases that passed)."""
     protocol = PROTOCOL[kind]
     warmup_budget, case_budget = BUDGETS[kind]
-    pool.apply(_run_single_benchmark, (tests[0], False, *warmup_budget))
+    try:
+        pool.apply(_run_single_benchmark, (tests[0], False, *warmup_budget))
+    except SubmissionUnavailable:
+        pass  # every case reports it
     logger.log("benchmark-count", len(tests))
     results, passed = [], True
     for idx, test in enumerate(tests):
         start = time.time()
         if protocol["spec_before_case"]:
             logger.log(f"benchmark.{idx}.spec", test.spec)
-        result = pool.apply(_run_single_benchmark, (test, kind == "leaderboard", *case_budget))
+        try:
+            result = pool.apply(_run_single_benchmark, (test, kind == "leaderboard", *case_budget))
+        except SubmissionUnavailable as exc:
+            result = str(exc)
         if not protocol["spec_before_case"]:
             logger.log(f"benchmark.{idx}.spec", test.spec)
         if isinstance(result, Stats):
@@ -730,19 +836,28 @@ def run_benchmarking(logger, pool, tests, kind):
     return (0 if passed else protocol["exit_on_failure"]), results
 
 
-def run_profiling(logger, tests):
+def run_profiling(logger, tests, verbose=False):
     """profile, in this process as the runner's (it runs no profile in its worker): per case
     the spec line, then benchmark.<i>.report: the per-kernel table (format_kernel_table) and
     the profiler's key_averages table, base64 with the runner's alphabet, on the protocol's
     fd only (without one, main prints the reports as text); `check: pass` and exit 0 as the
-    runner. -> (0, rows: spec, batch, kv_len, the kernel breakdown, the report)."""
-    _worker_init()  # the interpreter shim, without a GPU
+    runner. A submission that cannot run here (SubmissionUnavailable): each case's status
+    fail and its one-line error, `check: fail`, still exit 0 (as leaderboard).
+    -> (0, rows: spec, batch, kv_len, the kernel breakdown, the report)."""
+    _worker_init(verbose)  # the interpreter shim, without a GPU
     logger.log("benchmark-count", len(tests))
-    rows = []
+    rows, passed = [], True
     for idx, test in enumerate(tests):
         start = time.time()
         logger.log(f"benchmark.{idx}.spec", test.spec)
-        profiled = _run_single_profile(test)
+        try:
+            profiled = _run_single_profile(test)
+        except SubmissionUnavailable as exc:
+            passed = False
+            logger.log(f"benchmark.{idx}.status", "fail")
+            logger.log(f"benchmark.{idx}.error", str(exc))
+            _progress(idx, len(tests), test.spec, "FAIL", time.time() - start)
+            continue
         breakdown = kernel_breakdown(profiled["kernels"], profiled["event_us"])
         table = format_kernel_table(test.spec, breakdown, torch_ops_us=profiled["torch_ops_us"])
         report = f"{table}\n\n{profiled['profiler_table']}"
@@ -753,7 +868,7 @@ def run_profiling(logger, tests):
         timed = (f"event {breakdown['event_us']:.1f} us, {len(breakdown['kernels'])} GPU kernels" if HAS_GPU
                  else f"host clock {breakdown['event_us'] / 1e3:.1f} ms (Triton's interpreter)")
         _progress(idx, len(tests), test.spec, timed, time.time() - start)
-    logger.log("check", "pass")
+    logger.log("check", "pass" if passed else "fail")
     return 0, rows
 
 
@@ -845,7 +960,7 @@ def print_compare_table(rows, summary, other_name, file=sys.stdout, interpreter=
         head = f"{row['batch']:>5} {row['kv_len']:>6}"
         if row["status"] == "fail":
             side = "A (submission.py)" if row["failed"] == "A" else f"B ({other_name})"
-            print(f"{head} FAILED: {side}: {row['error'][:200]}", file=file)
+            print(f"{head} FAILED: {side}: {row['error'].split(MESSAGE_SEPARATOR)[0]}", file=file)
             continue
         print(f"{head} {row['runs']:>5} {row['a_mean_us']:>10.1f} {row['b_mean_us']:>10.1f} {row['ratio']:>7.3f}  "
               f"[{row['low']:.3f}, {row['high']:.3f}]", file=file)
@@ -860,9 +975,10 @@ def print_compare_table(rows, summary, other_name, file=sys.stdout, interpreter=
 def run_compare(pool, tests, other_path: str, json_path, case_file) -> int:
     """compare: per case _run_compare_case in the worker (on a GPU after benchmark's warm-up on
     the first case), the table, --json; exit 0, or 112 when a case failed."""
-    error = pool.apply(_import_other, (other_path,))
-    if error:
-        print(f"compare: cannot import {other_path}: {error}", file=sys.stderr)
+    problems = pool.apply(_compare_import_problems, (other_path,))
+    for problem in problems:
+        print(f"compare: {problem}", file=sys.stderr)
+    if problems:
         return 2
     warmup_budget, case_budget = BUDGETS["benchmark"]
     if HAS_GPU:
@@ -1424,7 +1540,7 @@ def write_json(path, mode, case_file, env, **fields):
 
 
 def _device_arch() -> str:
-    import submission
+    submission = _submission()
     device = torch.device("cuda", torch.cuda.current_device()) if HAS_GPU else torch.device("cpu")
     return submission._arch(device)
 
@@ -1479,9 +1595,9 @@ def print_table(rows, floors, file=sys.stdout, interpreter=not HAS_GPU):
                             "the MI355X with python tools/compile_report.py.", width=100), file=file)
 
 
-USAGE_LINES = ("python eval.py {test,benchmark,leaderboard,profile,tune} [case file] [--json PATH]",
+USAGE_LINES = ("python eval.py {test,benchmark,leaderboard,profile,tune} [case file] [--json PATH] [--verbose]",
                "                      [--runs N (tune)] [--no-write (tune)]",
-               "python eval.py compare OTHER [case file] [--json PATH]",
+               "python eval.py compare OTHER [case file] [--json PATH] [--verbose]",
                "python eval.py ingest LOG [SUBMISSION] [--arch ARCH] [--force]",
                "python eval.py model LOG [--report PATH] [--json PATH]")
 USAGE = "usage: " + " | ".join(" ".join(line.split()) for line in USAGE_LINES) + "; python eval.py --help says more"
@@ -1517,8 +1633,12 @@ HELP = "\n".join([
     "runner: `check: fail` tells), 112 a test or benchmark case failed, 113 a malformed case",
     "line, 2 bad arguments; POPCORN_SEED=<int> is mixed into every case seed;",
     "MLA_EVAL_CPU_BUDGET_S (default 5) caps the seconds of timed calls per case without a GPU.",
-    "Other exit statuses: compare 112 when a case failed, ingest 2 on any problem (the",
-    "submission file then untouched).",
+    "Other exit statuses: compare 112 when a case failed, 2 when a file does not import; ingest",
+    "2 on any problem (the submission file then untouched).",
+    "",
+    "A submission that cannot run here (it fails to import, or a case's first call misses a",
+    "module: aiter exists only in ROCm builds) fails every case with one line saying why and what",
+    "to do; --verbose adds the traceback. Case files may hold blank lines and # comments.",
 ])
 
 
@@ -1612,14 +1732,18 @@ def main():
     tuning = ""
     with PopcornOutput(int(fd) if fd else None) as logger:
         if mode == "profile":
-            code, rows = run_profiling(logger, tests)
+            code, rows = run_profiling(logger, tests, options["verbose"])
         else:
             context = multiprocessing.get_context("spawn")
-            with context.Pool(1, initializer=_worker_init) as pool:
+            with context.Pool(1, initializer=_worker_init, initargs=(options["verbose"],)) as pool:
                 if mode == "test":
                     return run_testing(logger, pool, tests)
                 if mode == "tune":
-                    return finish_tuning(run_tuning(pool, tests, options["runs"]), pool, options, case_file)
+                    try:
+                        return finish_tuning(run_tuning(pool, tests, options["runs"]), pool, options, case_file)
+                    except SubmissionUnavailable as exc:
+                        print(f"tune: {exc}", file=sys.stderr)
+                        return 112
                 if mode == "compare":
                     return run_compare(pool, tests, str(Path(options["other"]).resolve()), json_path, case_file)
                 floors = pool.apply(_measure_floors) if not fd else {}
@@ -1646,9 +1770,11 @@ def main():
 
 def _tuning_report() -> str:
     """What the submission's first-call tuning did in this worker (empty when it did
-    nothing, or with a submission that has no such report)."""
-    import submission
-    return getattr(submission, "tuning_report", lambda: "")()
+    nothing, with a submission that has no such report, or one that did not import: each case
+    said so)."""
+    if _IMPORT_FAILURE:
+        return ""
+    return getattr(_submission(), "tuning_report", lambda: "")()
 
 
 if __name__ == "__main__":

@@ -56,7 +56,8 @@ def verbose_allclose(received: torch.Tensor, expected: torch.Tensor, rtol: float
     rounded to bf16, as the runner computes it), or when exactly one of the two is NaN, +inf
     or -inf. Both NaN, or both the same infinity, is not a mismatch here.
     Returns (ok, lines): the count and share of mismatches, the first `max_print` of them
-    with their index and both values, and the largest finite error.
+    with their index and both values (`ERROR at (i, j, k): output X, reference Y`; the
+    runner's line gives the two values unlabelled), and the largest finite error.
     """
     if received.shape != expected.shape:
         return False, [f"SIZE MISMATCH: received {tuple(received.shape)}, expected {tuple(expected.shape)}"]
@@ -68,7 +69,7 @@ def verbose_allclose(received: torch.Tensor, expected: torch.Tensor, rtol: float
              f"({num_mismatched / mismatched.numel():.4%} of {mismatched.numel()})"]
     for index in torch.nonzero(mismatched)[:max_print]:
         i = tuple(index.tolist())
-        lines.append(f"ERROR at {i}: {received[i].item():.6g} {expected[i].item():.6g}")
+        lines.append(f"ERROR at {i}: output {received[i].item():.6g}, reference {expected[i].item():.6g}")
     if num_mismatched > max_print:
         lines.append(f"... and {num_mismatched - max_print} more mismatched elements.")
     lines.append(f"Maximum error: {max_error:.6g}")
@@ -105,7 +106,7 @@ def verbose_allequal(received: torch.Tensor, expected: torch.Tensor,
     lines = [f"Number of mismatched elements: {num_mismatched}"]
     for index in torch.nonzero(mismatched)[:max_print]:
         i = tuple(index.tolist())
-        lines.append(f"ERROR at {i}: {received[i]} {expected[i]}")
+        lines.append(f"ERROR at {i}: output {received[i]}, reference {expected[i]}")
     return False, lines
 
 

@@ -38,6 +38,19 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA or ROCm GPU (skipped elsewhere)")
 
 
+def pytest_sessionstart(session):
+    """One line before the tests when the runner's Triton is not installed yet: the tests that
+    build with it (tests/test_compile_targets.py and others) install it on first use."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import common
+    if common.has_runner_triton() or hasattr(session.config, "workerinput"):  # the xdist controller says it
+        return
+    session.config.pluginmanager.get_plugin("terminalreporter").write_line(
+        f"The runner's Triton {common.RUNNER_TRITON_VERSION} is not in {common.runner_triton_dir()}: the tests that "
+        f"build with it "
+        f"install it there on first use (about 640 MB, once; RUNNER_TRITON_DIR=DIR names another place).")
+
+
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs a GPU")
     for item in items:

@@ -10,8 +10,9 @@ makes, and their gfx950 figures and the gfx950 tuning candidates are issue 31's 
 (results/gfx950_house_baseline.json, committed before the restructure).
 
 Each build runs tools/compile_report.py in a subprocess (this process has Triton's
-interpreter on); the runner's Triton lives in its own directory on PYTHONPATH: .ci/run
-installs it there, and this test does so on demand (RUNNER_TRITON_DIR overrides the place).
+interpreter on), with `--triton DIR` for the runner's Triton and `--triton installed` for the
+newest; the runner's lives in its own directory (tools/common.py: RUNNER_TRITON_DIR, else
+.ci/triton-<version>): .ci/run installs it there, and this test does so on demand.
 """
 import json
 import os
@@ -25,38 +26,38 @@ import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
+import common  # noqa: E402
 import fence_order  # noqa: E402
 from lds_banks import BOUND_MODELS  # noqa: E402
 
-RUNNER_TRITON = re.search(r"^triton==([\d.]+)", (ROOT / "requirements-runner.txt").read_text(), re.M)[1]
+RUNNER_TRITON = common.RUNNER_TRITON_VERSION
 
 
 def runner_triton_dir():
-    target = os.environ.get("RUNNER_TRITON_DIR") or str(ROOT / ".ci" / f"triton-{RUNNER_TRITON}")
-    if not os.path.isdir(os.path.join(target, "triton")):
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        "--no-deps", "--target", target, f"triton=={RUNNER_TRITON}"], check=True, timeout=900)
-    return target
+    return str(common.install_runner_triton())
 
 
-def build_report(tmp_path_factory, pythonpath):
+def tool_env():
+    """The environment of a tool's subprocess: no interpreter, no PYTHONPATH of this process."""
+    return {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH",
+                                                             common.CHOSEN_TRITON_ENV)}
+
+
+def build_report(tmp_path_factory, triton):
+    """tools/compile_report.py --triton `triton` -> its rows, its first stdout line, its stderr."""
     out = tmp_path_factory.mktemp("aot") / "report.json"
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
-    env["TRITON_DEFAULT_FP_FUSION"] = "1"
-    if pythonpath:
-        env["PYTHONPATH"] = pythonpath
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "compile_report.py"), "--json", str(out)],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "compile_report.py"), "--triton", triton,
+                             "--json", str(out)], cwd=ROOT, env=tool_env(), capture_output=True, text=True,
+                            timeout=1800)
     assert out.exists(), result.stderr[-3000:]
-    return json.loads(out.read_text())
+    return json.loads(out.read_text()), result.stdout.splitlines()[0], result.stderr
 
 
 def json_from_runner_triton(script, *argv, newest=False, **env_extra):
     """Run `script` (with `argv`) with the runner's Triton (newest: this environment's own) in a
     subprocess (this process has the interpreter on and the newest Triton imported) -> the
     JSON of its last stdout line."""
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
-    env.update(env_extra)
+    env = {**tool_env(), **env_extra}
     if not newest:
         env["PYTHONPATH"] = runner_triton_dir()
     result = subprocess.run([sys.executable, "-c", script, *argv], cwd=ROOT, env=env, capture_output=True,
@@ -67,9 +68,14 @@ def json_from_runner_triton(script, *argv, newest=False, **env_extra):
 
 @pytest.fixture(scope="module", params=["runner", "newest"])
 def rows(request, tmp_path_factory):
-    rows = build_report(tmp_path_factory, runner_triton_dir() if request.param == "runner" else None)
-    if request.param == "runner":
+    runner = request.param == "runner"
+    rows, first_line, stderr = build_report(tmp_path_factory,
+                                            runner_triton_dir() if runner else common.INSTALLED_TRITON)
+    version = RUNNER_TRITON if runner else rows[0]["triton"]
+    assert first_line.startswith(f"Triton {version}, {'the runner' if runner else 'installed'}"), first_line
+    if runner:  # a normal run says nothing on stderr: no Triton warning, no leak report at exit
         assert {r["triton"] for r in rows} == {RUNNER_TRITON}
+        assert stderr == "", stderr[-3000:]
     return rows
 
 
@@ -205,9 +211,8 @@ def first_difference(fresh, committed):
 
 def test_the_committed_report_is_what_a_fresh_build_makes(rows):
     """results/compile_report_triton<V>.json, row for row, is the report this source builds with
-    Triton V (regenerate it after a kernel change: `TRITON_DEFAULT_FP_FUSION=1 [PYTHONPATH=...]
-    python tools/compile_report.py --json results/compile_report_triton<V>.json >
-    results/compile_report_triton<V>.txt`)."""
+    Triton V (regenerate it after a kernel change: `python tools/compile_report.py [--triton
+    installed] --json results/compile_report_triton<V>.json > results/compile_report_triton<V>.txt`)."""
     version = rows[0]["triton"]
     if not committed_report(version).is_file():
         pytest.skip(f"no committed report for Triton {version}")

@@ -8,6 +8,8 @@ Each crafted case also states the verdict by hand, so that a stand-in and an imp
 that agree on a wrong answer do not pass. tools/mutations_harness.py lists a deliberate bug
 for each rule here.
 """
+import re
+
 import pytest
 import torch
 
@@ -186,7 +188,7 @@ def test_messages_stay_on_one_protocol_line():
     output, expected = stage_2_case(far=20)
     good, message = utils.match_reference(MLA_DATA, output, lambda _: expected, rtol=RTOL, atol=ATOL)
     assert not good and "\n" not in message
-    assert "Number of mismatched elements: 20" in message and "ERROR at (0,)" in message
+    assert "Number of mismatched elements: 20" in message and "ERROR at (0,): output " in message
     assert "mismatch_ratio=0.200000" in message  # stage 2's share, ours only
 
 
@@ -215,16 +217,33 @@ def test_a_pass_by_the_first_stage_reads_as_a_pass():
                                 "maximum error 0.0625)"), message
 
 
+def test_a_mismatch_line_names_the_output_and_the_reference():
+    """`ERROR at (index): output X, reference Y`, each value the tensor's own at that index."""
+    expected = torch.tensor([0.5, -0.25, 2.0, 1.0], dtype=BF16)
+    output = expected.clone()
+    output[1], output[2] = 0.75, -3.0
+    good, lines = utils.verbose_allclose(output, expected, rtol=RTOL, atol=ATOL)
+    assert not good
+    assert lines[1:3] == ["ERROR at (1,): output 0.75, reference -0.25", "ERROR at (2,): output -3, reference 2"], lines
+    good, lines = utils.verbose_allequal(output, expected)
+    assert not good and lines[1].startswith("ERROR at (1,): output ") and ", reference " in lines[1], lines
+
+
 def test_check_implementation_passes_in_one_line():
+    """A pass is the stage of the runner's rule and its figures, nothing else; with verbose
+    the notes follow on the same line, after "; "."""
     data = reference.generate_input(2, 1, 40, seed=8, device=torch.device("cpu"))
     expected = reference.ref_kernel(data)
     output = expected.clone()
     output.view(-1)[:8] += 1.0  # 8 elements off: the second stage passes it
     good, message = reference.check_implementation(data, output)
-    assert good and message.startswith("pass (the runner's rule, stage 2: "), message
-    assert "; for information, not checked: " in message and "outside the leaderboard task README" in message
+    assert good and re.fullmatch(r"pass \(the runner's rule, stage 2: 0\.05% of the elements not torch\.isclose "
+                                 r"at rtol=0\.1, atol=0\.1, at most 5% allowed; maximum error [0-9.]+\)", message), message
+    good, verbose = reference.check_implementation(data, output, verbose=True)
+    assert good and verbose.startswith(message + "; for information, not checked: "), verbose
+    assert "outside the leaderboard task README" in verbose, verbose
     for fail_words in FAIL_WORDS:
-        assert fail_words not in message, (fail_words, message)
+        assert fail_words not in verbose, (fail_words, verbose)
 
 
 def test_a_failed_case_shorter_than_16_kv_tokens_says_why():
@@ -258,5 +277,6 @@ def test_the_shortest_sequence_decides_the_short_case_note():
 def test_check_implementation_accepts_a_float32_output_as_the_runner():
     data = reference.generate_input(2, 1, 40, seed=8, device=torch.device("cpu"))
     good, message = reference.check_implementation(data, reference.ref_kernel(data).float())
-    assert good, message
-    assert "for information: output dtype torch.float32" in message
+    assert good and message.startswith("pass (the runner's rule, stage 1"), message
+    good, message = reference.check_implementation(data, reference.ref_kernel(data).float(), verbose=True)
+    assert good and "for information: output dtype torch.float32" in message, message

@@ -146,7 +146,7 @@ MALFORMED = {
     "repeated-key": (TINY_CASE + "; seed: 6", "key 'seed' given 2 times"),
     "size-zero": ("batchsize: 2; qseqlen: 1; kvseqlen: 0; seed: 5", "'kvseqlen' must be at least 1"),
     "garbage": ("hello world", "'hello world' is not `key: value`"),
-    "blank-line": ("", "a blank line"),
+    "commented-garbage": ("hello world  # a note", "'hello world' is not `key: value`"),
 }
 
 
@@ -158,6 +158,38 @@ def test_malformed_case_line_exits_113_before_any_worker(harness_dir, name):
     assert code == 113, stderr
     assert f"invalid test case: '{line}' (line 2 of" in stderr and reason in stderr
     assert "Traceback" not in stderr and not lines  # no protocol line: nothing ran
+    assert not (folder / "submission_imported").exists()
+
+
+def test_blank_lines_and_comments_are_skipped(harness_dir):
+    """A case file may hold blank lines, whole-line `#` comments and a comment after a case;
+    the spec line is the case without its comment, and line numbers in messages still count
+    every line."""
+    folder = with_submission(harness_dir, EXACT_SUBMISSION)
+    cases = f"# my cases\n\n{TINY_CASE}\n   \n{TINY_CASE.replace('seed: 5', 'seed: 6')}  # seed 6: another input\n"
+    code, lines, _, stderr = run_eval(folder, "test", cases)
+    assert code == 0, stderr
+    assert lines["test-count"] == "2" and lines["check"] == "pass"
+    assert lines["test.0.spec"] == TINY_CASE and lines["test.1.spec"] == TINY_CASE.replace("seed: 5", "seed: 6")
+    code, _, _, stderr = run_eval(folder, "test", f"# my cases\n\n{TINY_CASE}\nbatchsize: 2 # cut short\n")
+    assert code == 113 and "'batchsize: 2 # cut short' (line 4 of" in stderr, stderr
+
+
+@pytest.mark.parametrize("verbose", [False, True], ids=["quiet", "verbose"])
+def test_a_pass_line_is_the_stage_of_the_rule_and_its_figures_unless_verbose(harness_dir, verbose):
+    folder = with_submission(harness_dir, EXACT_SUBMISSION)
+    code, lines, _, stderr = run_eval(folder, "test", TINY_CASE + "\n", args=("--verbose",) if verbose else ())
+    assert code == 0 and lines["test.0.status"] == "pass", stderr
+    message = lines["test.0.message"]
+    assert re.fullmatch(r"pass \(the runner's rule, stage [12]: [^;]*; maximum error [0-9.e-]+\)"
+                        + ("; for information, not checked: .*" if verbose else ""), message), message
+    assert ("for information" in message) is verbose, message
+
+
+def test_a_case_file_of_comments_only_exits_113(harness_dir):
+    folder = with_submission(harness_dir, EXACT_SUBMISSION)
+    code, lines, _, stderr = run_eval(folder, "test", "# nothing yet\n\n")
+    assert code == 113 and "no test case in" in stderr and not lines, stderr
     assert not (folder / "submission_imported").exists()
 
 

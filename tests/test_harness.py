@@ -189,3 +189,84 @@ def test_popcorn_fd_takes_only_the_runners_modes(workdir, cases, expected_code):
     (workdir / "submission.py").write_text(FAILS_ON_BATCH_3)  # no ranked_candidates: tune would fail at once
     code, lines, _, stderr = run_eval(workdir, "tune", cases)
     assert code == expected_code and not lines, stderr
+
+
+# --- a submission that cannot run here ----------------------------------------------------
+# The seed submission of the leaderboard imports aiter at module level; aiter exists only in
+# ROCm builds. These stand-ins import a module of aiter's that no machine has (aiter missing
+# here: "No module named 'aiter'"; on a ROCm machine with aiter: "... 'aiter.no_such_part'").
+
+IMPORTS_AITER = '''
+import torch
+from aiter.no_such_part import mla_decode_fwd
+
+def custom_kernel(data):
+    return mla_decode_fwd(data)
+'''
+IMPORTS_AITER_IN_ITS_CALL = '''
+import torch
+
+def custom_kernel(data):
+    from aiter.no_such_part import mla_decode_fwd
+    return mla_decode_fwd(data)
+'''
+TWO_CASES = ONE_CASE + "batchsize: 3; qseqlen: 1; kvseqlen: 17; seed: 8\n"
+
+
+def assert_says_aiter_and_what_to_do(message, first_words="submission.py cannot be imported: "):
+    assert message.startswith(first_words + "ModuleNotFoundError: No module named 'aiter"), message
+    assert "aiter exists only in ROCm builds" in message and "make its aiter import optional" in message, message
+    assert harness.MESSAGE_SEPARATOR not in message and "Traceback" not in message, message
+
+
+def test_a_submission_that_imports_aiter_fails_every_case_in_one_line(workdir):
+    """The runner's protocol: per case `status: fail` and a one-line error naming aiter and
+    saying what to do, `check: fail`, exit 112; no traceback anywhere."""
+    (workdir / "submission.py").write_text(IMPORTS_AITER)
+    code, lines, stdout, stderr = run_eval(workdir, "test", TWO_CASES)
+    assert code == 112, stderr
+    assert lines["test-count"] == "2" and lines["check"] == "fail"
+    for idx in (0, 1):
+        assert lines[f"test.{idx}.status"] == "fail"
+        assert_says_aiter_and_what_to_do(lines[f"test.{idx}.error"])
+    assert "Traceback" not in stdout + stderr
+
+
+def test_verbose_adds_the_traceback(workdir):
+    (workdir / "submission.py").write_text(IMPORTS_AITER)
+    code, lines, stdout, stderr = run_eval(workdir, "test", ONE_CASE, popcorn=False, args=("--verbose",))
+    assert code == 112 and lines["check"] == "fail", stderr
+    assert "aiter exists only in ROCm builds" in lines["test.0.error"]
+    assert re.search(r"^    Traceback \(most recent call last\):$", stdout, re.M), stdout  # under its key
+    assert 'submission.py", line 3, in <module>' in stdout, stdout
+
+
+@pytest.mark.parametrize("mode, expected_code", [("benchmark", 112), ("leaderboard", 0)])
+def test_benchmark_and_leaderboard_report_the_failed_import_per_case(workdir, mode, expected_code):
+    """benchmark: every case fails with the one line, exit 112; leaderboard: the first case
+    fails and ends the run, exit 0 (the runner's rule for that mode)."""
+    (workdir / "submission.py").write_text(IMPORTS_AITER)
+    code, lines, stdout, stderr = run_eval(workdir, mode, TWO_CASES)
+    assert code == expected_code and lines["check"] == "fail", stderr
+    failed = [idx for idx in (0, 1) if lines.get(f"benchmark.{idx}.status") == "fail"]
+    assert failed == ([0, 1] if mode == "benchmark" else [0]), lines
+    for idx in failed:
+        assert_says_aiter_and_what_to_do(lines[f"benchmark.{idx}.error"])
+    assert "Traceback" not in stdout + stderr
+
+
+def test_a_module_missing_in_the_first_call_fails_the_case_the_same_way(workdir):
+    (workdir / "submission.py").write_text(IMPORTS_AITER_IN_ITS_CALL)
+    code, lines, stdout, stderr = run_eval(workdir, "test", ONE_CASE)
+    assert code == 112 and lines["test.0.status"] == "fail" and lines["check"] == "fail", stderr
+    assert_says_aiter_and_what_to_do(lines["test.0.error"], "submission.py's first call failed: ")
+    assert "Traceback" not in stdout + stderr
+
+
+def test_another_missing_module_says_what_the_runner_has(workdir):
+    (workdir / "submission.py").write_text("import torch\nimport no_such_library_anywhere\n")
+    code, lines, _, stderr = run_eval(workdir, "test", ONE_CASE)
+    assert code == 112, stderr
+    error = lines["test.0.error"]
+    assert "No module named 'no_such_library_anywhere'" in error and "aiter exists only" not in error, error
+    assert "the leaderboard's runner has torch, triton, aiter and the task's files" in error, error

@@ -5,7 +5,10 @@ meets them with an empty Triton cache, on this machine's CPU. These are the numb
 the per-case tuning budget (submission.TUNE_CASE_WALL_S): a binary built for one case is
 in the cache for the next, as in the runner's one process.
 
-    PYTHONPATH=.ci/triton-3.6.0 python tools/build_seconds.py [--json PATH]   # the runner's Triton
+    python tools/build_seconds.py [--json PATH] [--triton installed|DIR]
+
+It builds with the runner's Triton unless --triton names another (tools/common.py,
+run_with_triton), and names it in its first line.
 
 The runner's host (AMD EPYC 9575F) is faster per core than a shared 2-core CI machine, so
 these are upper bounds there; aiter's JIT builds (~220-245 s) are not Triton's and not here.
@@ -18,11 +21,15 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cold-")  # before triton is imported
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+if __name__ == "__main__":  # before triton is imported
+    from common import run_with_triton
+    run_with_triton(__file__)
+os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cold-")  # before triton is imported
 
 import compile_report as report  # noqa: E402
 import torch  # noqa: E402
+from common import add_triton_option  # noqa: E402
 import triton  # noqa: E402
 
 sub = report.sub
@@ -47,8 +54,9 @@ def binaries(choice, batch):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", metavar="PATH", help="also write the per-case seconds as JSON here")
+    add_triton_option(parser)
     options = parser.parse_args()
     built, rows = set(), []
     with report._dispatching_as("gfx950"):
@@ -77,7 +85,7 @@ def main():
     if options.json:
         Path(options.json).write_text(json.dumps({
             "what": "gfx950 builds of first-call tuning's candidates, cold Triton cache, this CPU",
-            "command": "PYTHONPATH=.ci/triton-3.6.0 python tools/build_seconds.py --json " + options.json,
+            "command": "python " + " ".join(["tools/build_seconds.py", *sys.argv[1:]]),
             "triton": triton.__version__, "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
             "case_wall_share_s": sub.TUNE_CASE_WALL_S, "cases": rows, "total_build_s": round(total, 2)},
             indent=2) + "\n")

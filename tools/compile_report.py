@@ -4,8 +4,13 @@ q8_launches picks), built for MI355X (gfx950) and H200 (sm_90) on this machine, 
 and a static time bound per leaderboard case for the variant the dispatch picks there.
 
     python tools/compile_report.py [--target gfx950|sm90|all] [--json PATH]
-    PYTHONPATH=/path/to/triton-3.6.0 python tools/compile_report.py ...   # another Triton
+    python tools/compile_report.py --triton installed ...     # this Python's own Triton
+    python tools/compile_report.py --triton DIR ...           # the Triton in DIR
     python tools/compile_report.py --candidates --json PATH   # the tuning candidates' other forms
+
+It builds with the runner's Triton 3.6.0 unless --triton names another (tools/common.py,
+run_with_triton: RUNNER_TRITON_DIR or .ci/triton-3.6.0, installed there on first use); its
+first line names the Triton it built with.
 
 One row per (target, kernel, constants): the Triton version, registers, spills, the LDS /
 shared memory the launch allocates (compiled.metadata.shared: Triton allocates LDS
@@ -65,6 +70,9 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __name__ == "__main__":  # before triton is imported
+    from common import run_with_triton
+    run_with_triton(__file__)
 
 import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
@@ -74,6 +82,7 @@ import submission as sub  # noqa: E402
 from isa_latency import (_waitcnt, isa_latency_counts, loop_region, parse_amdgcn, release_order,  # noqa: E402
                          sass_latency_counts)
 from fence_order import fused_fences  # noqa: E402
+from common import add_triton_option  # noqa: E402
 from lds_banks import BANK_MODELS, BOUND_MODELS, kernarg_offsets, lds_bank_counts, ring_hazards  # noqa: E402
 
 # name -> (GPUTarget, architecture name in submission.py, compute units, platform)
@@ -853,12 +862,16 @@ def print_latency_rows(variants):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--target", choices=[*TARGETS, "all"], default="all")
-    parser.add_argument("--json")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     epilog="The columns, the counts and the bound: tools/compile_report.py's "
+                                            "docstring; docs/performance.md reads them.")
+    parser.add_argument("--target", choices=[*TARGETS, "all"], default="all",
+                        help="gfx950 (the MI355X), sm90 (the H200) or all (default)")
+    parser.add_argument("--json", metavar="PATH", help="also write every row as JSON here")
     parser.add_argument("--candidates", action="store_true",
                         help="only the first-call tuning candidates' forms the report does not build (rows "
                              "'candidate', for tools/latency_model.py)")
+    add_triton_option(parser)
     args = parser.parse_args()
     targets = list(TARGETS) if args.target == "all" else [args.target]
     rows = candidate_report(targets) if args.candidates else report(targets)

@@ -73,7 +73,7 @@ def candidate_lists():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--report", default=str(ROOT / "results" / "compile_report_triton3.6.0.json"))
     parser.add_argument("--json", required=True)
     options = parser.parse_args()

@@ -1,7 +1,7 @@
 """An instrumented copy of submission.py: its `# phase NAME: value` markers become probes.
 
     python tools/instrument.py [--mode clock|proton-plain|proton-waited] [--clock amd|nvidia] [--out PATH]
-    PYTHONPATH=/work/main/.ci/triton-3.6.0 python tools/instrument.py --aot gfx950 [--json PATH]
+    python tools/instrument.py --aot gfx950 [--json PATH] [--triton installed|DIR]
 
 submission.py carries no probe code: a line `# phase NAME: value` in a split kernel or one of
 its helpers marks where a program's clock is to be stored once `value` is ready. This module
@@ -51,7 +51,9 @@ called from host code or with keywords, a probed kernel launched other than by
 
 --aot TARGET builds the copy's split kernels ahead of time (no GPU) for the target
 (tools/compile_report.py's TARGETS: gfx950, sm90) in the first variants of the leaderboard's
-launches and prints one JSON row per build (registers, spills, clock reads in the ISA).
+launches and prints one JSON row per build (registers, spills, clock reads in the ISA), after
+a first line naming the Triton: the runner's unless --triton names another (tools/common.py,
+run_with_triton).
 """
 import argparse
 import ast
@@ -697,9 +699,11 @@ def main(argv=None):
     parser.add_argument("--out", help="write the copy here (default: print where it was written)")
     parser.add_argument("--aot", metavar="TARGET", help="build the copy's split kernels for TARGET (gfx950, sm90)")
     parser.add_argument("--json", help="--aot: write the rows here")
+    sys.path.insert(0, str(ROOT / "tools"))
+    from common import add_triton_option
+    add_triton_option(parser)
     options = parser.parse_args(argv)
     if options.aot:
-        sys.path.insert(0, str(ROOT / "tools"))
         rows = aot_build(options.aot, mode=options.mode)
         for row in rows:
             print(json.dumps(row), flush=True)
@@ -716,4 +720,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    if "--aot" in sys.argv[1:]:  # builds: with the runner's Triton unless --triton names another
+        sys.path.insert(0, str(ROOT / "tools"))
+        from common import run_with_triton
+        run_with_triton(__file__)
     sys.exit(main())

@@ -3,11 +3,12 @@ a dependent global round trip what the probes say it costs, and do the bytes the
 in flight explain the time per tile? The model calibrated here predicts the MI355X.
 
     python tools/phase_probe.py --json probe.json          # on the H200
-    python tools/latency_calibration.py --probe probe.json [--json PATH]   # anywhere
+    python tools/latency_calibration.py --probe probe.json [--json PATH] [--triton installed|DIR]   # anywhere
 
 For each probed record (a case in one choice) it builds that record's split-kernel variant for
 sm_90 from this source (ahead of time, as tools/compile_report.py does: the probe must come
-from the same commit) and prints, side by side:
+from the same commit; with the runner's Triton, the H200 runs' too, unless --triton names
+another) and prints, side by side:
   static  RT>mma (round trips from the start to the first HMMA), RT/tile, load groups per
           tile, bytes of global loads in flight per SM at the loop's HMMAs (at the occupancy
           the build allows), the bytes the SM's programs load per tile;
@@ -29,6 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
+
+from common import add_triton_option  # noqa: E402
 
 
 def record_variant(sub, record):
@@ -108,9 +111,10 @@ def print_comparisons(rows):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--probe", required=True, help="tools/phase_probe.py --json output (H200)")
     parser.add_argument("--json", help="write the comparisons here")
+    add_triton_option(parser)
     options = parser.parse_args(argv)
     import compile_report
     import submission as sub
@@ -136,4 +140,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    from common import run_with_triton
+    run_with_triton(__file__)  # the builds: the runner's Triton (the H200's too) unless --triton names another
     main()

@@ -382,7 +382,7 @@ def measured_machine(path, arch):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--report", required=True)
     parser.add_argument("--baseline", help="an older compile report, shown beside")
     parser.add_argument("--latency-us", type=float, nargs="+", default=[1.0, 2.0])

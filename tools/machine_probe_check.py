@@ -166,7 +166,7 @@ def run_runner(runner_dir, out_dir):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("ours", "runner", "check-log"))
     parser.add_argument("log", nargs="?", help="check-log: the stderr log")
     parser.add_argument("--out", type=Path, help="ours, runner: the folder for every output")

@@ -19,7 +19,6 @@ line per bug as it finishes (caught or MISSED, then its tests' own summary), the
 import argparse
 import importlib.util
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +26,8 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+
+from common import has_runner_triton, runner_triton_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 900  # one bug's tests
@@ -77,10 +78,8 @@ def runner_triton_env() -> dict:
     own .ci/triton-<version> where it exists (the copies have none: without it
     tests/test_compile_targets.py would install the runner's Triton into each copy)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    version = re.search(r"^triton==([\d.]+)", (ROOT / "requirements-runner.txt").read_text(), re.M)
-    own = ROOT / ".ci" / f"triton-{version[1]}" if version else None
-    if not env.get("RUNNER_TRITON_DIR") and own is not None and (own / "triton").is_dir():
-        env["RUNNER_TRITON_DIR"] = str(own)
+    if has_runner_triton():
+        env["RUNNER_TRITON_DIR"] = str(runner_triton_dir())
     return env
 
 
@@ -122,7 +121,7 @@ def check_one(pristine: Path, mutation):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", help="run the mutations whose name contains this")
     parser.add_argument("--file", choices=MUTATION_FILES, help="run only this file's mutations")
     parser.add_argument("--list", action="store_true")

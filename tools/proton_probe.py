@@ -2,7 +2,7 @@
 probes of tools/phase_probe.py, on one case, side by side.
 
     python tools/proton_probe.py [--case 4x8192] [--runs 20] [--out DIR]     # on a GPU
-    python tools/proton_probe.py --aot [--out DIR]                           # on a CPU
+    python tools/proton_probe.py --aot [--out DIR] [--triton installed|DIR]  # on a CPU
 
 On a GPU (one command; writes everything under --out, default $OUT or ./out):
   1. the case in its dispatched choice, probed as tools/phase_probe.py probes it (the
@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import torch  # noqa: E402
 
 import instrument  # noqa: E402
+from common import add_triton_option  # noqa: E402
 
 # the names of the Proton points (a tile phase's point is its step's name: tile0 and the last
 # tile are told apart in the trace by their order)
@@ -312,6 +313,7 @@ def main(argv=None):
     parser.add_argument("--runs", type=int, default=20, help="event-timed calls per figure (median)")
     parser.add_argument("--out", default=os.environ.get("OUT", "out"), help="folder for the results")
     parser.add_argument("--aot", action="store_true", help="CPU: build the instrumented kernels for sm_90 only")
+    add_triton_option(parser)
     options = parser.parse_args(argv)
     out_dir = Path(options.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -325,4 +327,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    if "--aot" in sys.argv[1:]:  # builds: with the runner's Triton unless --triton names another
+        from common import run_with_triton
+        run_with_triton(__file__)
     sys.exit(main())

@@ -55,7 +55,7 @@ def readme_share(kv_len: int) -> float:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--max-kv-len", type=int, default=reference.SHORT_KV_LEN)
     parser.add_argument("--seeds", type=int, default=32)
     parser.add_argument("--json")
