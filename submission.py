@@ -90,13 +90,15 @@ ONCE_GROUPS = 4
 ONCE_OVERFLOW_LOG2 = 16.0
 COMBINE_MAX_CHUNK = 32  # splits the combine kernel holds in registers at once (a running rescale across chunks)
 COMBINE_DIMS_SPLIT = 256  # dims per combine program, unless batch x 16 programs fill the GPU (then all 512)
-FUSED_MERGE_HEADS = 4  # heads the FUSED merge holds at once (8 or 16 spill the 8-warp SCALED form on gfx950)
+# The FUSED merge's pass by the form's warps: (heads, splits) whose partials one pass loads before its first wait,
+# the most a gfx950 build holds spill-free with Triton 3.6.0 (16 heads x 4 splits spill the 4-warp forms; any pass
+# of more than 4 heads spills the 8-warp SCALED form, at 256 registers); other warp counts: 4 heads, 1 split a pass.
+FUSED_MERGE_PASS = {4: (16, 2), 8: (4, 16)}
 
 # Compile-time constants the kernels read as globals (Triton accepts tl.constexpr globals).
 NUM_HEADS_C, QK_DIM_C, V_DIM_C = tl.constexpr(NUM_HEADS), tl.constexpr(QK_HEAD_DIM), tl.constexpr(V_HEAD_DIM)
 ROPE_C, SCALE_COLS_C, ROPE_PAD_BYTES_C = tl.constexpr(ROPE_DIM), tl.constexpr(SCALE_COLS), tl.constexpr(ROPE_PAD_BYTES)
 ONCE_GROUPS_C, ONCE_OVERFLOW_LOG2_C = tl.constexpr(ONCE_GROUPS), tl.constexpr(ONCE_OVERFLOW_LOG2)
-FUSED_MERGE_HEADS_C = tl.constexpr(FUSED_MERGE_HEADS)
 PORTABLE_C, GFX950_C = tl.constexpr(PORTABLE), tl.constexpr(GFX950)
 DIRECT_C, FUSED_C = tl.constexpr(MERGE_DIRECT), tl.constexpr(MERGE_FUSED)
 
@@ -207,11 +209,127 @@ def _cached_prediction(batch, kv_len, device, failures_so_far):
     return predicted_choice(batch, kv_len, device, _num_sms(device))
 
 
+# The split-kernel forms (Variant.describe()) the gfx950 emulator has run correctly: predicted_choice takes the
+# latency model's fastest candidate among them (docs/performance.md, v15). None is proven yet.
+EMULATOR_PROVEN = frozenset()
+# --- BEGIN MI355X PREDICTION ---
+# Per case every gfx950 candidate's predicted us (tools/mi355x_prediction.py --write-submission: the
+# fitted parameters), fastest first; predicted_choice takes the first whose form EMULATOR_PROVEN holds.
+PREDICTED_US = {
+    (4, 1024): (
+        (13.8, ('triton', 128, 4, 4, 1, 2, 2)),
+        (15.9, ('triton', 64, 4, 8, 2, 1, 2)),
+        (20.5, ('triton', 128, 4, 8, 1, 2, 1)),
+        (20.9, ('triton', 64, 4, 16, 2, 1, 1)),
+        (22.1, ('triton', 64, 4, 8, 2, 1, 1)),
+        (22.1, ('triton', 128, 4, 4, 1, 2, 1)),
+        (22.4, ('triton', 64, 4, 8, 1, 1, 1)),
+        (23.8, ('triton', 32, 4, 16, 1, 0, 1)),
+        (24.4, ('triton', 64, 4, 4, 2, 1, 1)),
+        (25.1, ('triton', 128, 4, 2, 1, 2, 1)),
+    ),
+    (4, 8192): (
+        (18.7, ('triton', 128, 4, 32, 1, 2, 2)),
+        (20.5, ('triton', 128, 4, 64, 1, 2, 1)),
+        (22.1, ('triton', 64, 4, 64, 2, 1, 1)),
+        (22.1, ('triton', 128, 4, 32, 1, 2, 1)),
+        (22.4, ('triton', 64, 4, 64, 1, 1, 1)),
+        (24.4, ('triton', 64, 4, 32, 2, 1, 1)),
+        (25.1, ('triton', 128, 4, 16, 1, 2, 1)),
+        (25.6, ('triton', 64, 4, 64, 1, 0, 1)),
+        (25.7, ('triton', 64, 4, 128, 2, 1, 1)),
+        (35.5, ('triton', 64, 4, 64, 2, 1, 2)),
+    ),
+    (32, 1024): (
+        (13.8, ('triton', 128, 4, 4, 1, 2, 2)),
+        (15.9, ('triton', 64, 4, 8, 2, 1, 2)),
+        (20.6, ('triton', 128, 4, 8, 1, 2, 1)),
+        (22.1, ('triton', 64, 4, 8, 2, 1, 1)),
+        (22.1, ('triton', 128, 4, 4, 1, 2, 1)),
+        (22.4, ('triton', 64, 4, 8, 1, 1, 1)),
+        (24.4, ('triton', 64, 4, 4, 2, 1, 1)),
+        (25.1, ('triton', 128, 4, 2, 1, 2, 1)),
+        (25.6, ('triton', 64, 4, 8, 1, 0, 1)),
+        (25.8, ('triton', 64, 4, 16, 2, 1, 1)),
+    ),
+    (32, 8192): (
+        (27.0, ('triton', 128, 4, 8, 1, 2, 2)),
+        (30.0, ('triton', 128, 8, 16, 2, 1, 2)),
+        (34.5, ('triton', 128, 4, 8, 1, 2, 1)),
+        (34.5, ('triton', 128, 8, 8, 2, 1, 1)),
+        (37.1, ('triton', 128, 8, 16, 2, 1, 1)),
+        (37.1, ('triton', 128, 4, 16, 1, 2, 1)),
+        (43.5, ('triton', 128, 4, 4, 1, 2, 1)),
+        (47.2, ('triton', 128, 8, 32, 2, 1, 1)),
+        (62.6, ('triton', 64, 4, 16, 1, 0, 1)),
+    ),
+    (64, 1024): (
+        (14.9, ('triton', 128, 4, 4, 1, 2, 2)),
+        (17.3, ('triton', 128, 8, 4, 2, 1, 2)),
+        (22.7, ('triton', 128, 4, 4, 1, 2, 1)),
+        (23.4, ('triton', 128, 8, 4, 2, 1, 1)),
+        (25.1, ('triton', 128, 4, 2, 1, 2, 1)),
+        (25.4, ('triton', 128, 4, 8, 1, 2, 1)),
+        (26.4, ('triton', 128, 8, 2, 2, 1, 1)),
+        (28.0, ('triton', 128, 8, 8, 2, 1, 1)),
+        (35.5, ('triton', 64, 4, 8, 1, 0, 1)),
+    ),
+    (64, 8192): (
+        (42.7, ('triton', 128, 4, 4, 1, 2, 2)),
+        (46.0, ('triton', 128, 8, 8, 2, 1, 2)),
+        (50.5, ('triton', 128, 4, 4, 1, 2, 1)),
+        (50.5, ('triton', 128, 8, 4, 2, 1, 1)),
+        (53.2, ('triton', 128, 8, 8, 2, 1, 1)),
+        (53.2, ('triton', 128, 4, 8, 1, 2, 1)),
+        (59.8, ('triton', 128, 8, 16, 2, 1, 1)),
+        (68.0, ('triton', 128, 4, 2, 1, 2, 1)),
+        (99.1, ('triton', 64, 4, 8, 1, 0, 1)),
+    ),
+    (256, 1024): (
+        (24.9, ('triton', 128, 4, 1, 1, 2, 0)),
+        (24.9, ('triton', 128, 8, 1, 2, 1, 0)),
+        (31.4, ('triton', 128, 8, 2, 2, 1, 2)),
+        (38.6, ('triton', 128, 8, 2, 2, 1, 1)),
+        (38.6, ('triton', 128, 4, 2, 1, 2, 1)),
+        (47.9, ('triton', 128, 8, 4, 2, 1, 1)),
+        (63.3, ('triton', 64, 4, 2, 1, 0, 1)),
+    ),
+    (256, 8192): (
+        (136.0, ('triton', 128, 4, 1, 1, 2, 0)),
+        (136.0, ('triton', 128, 8, 1, 2, 1, 0)),
+        (142.6, ('triton', 128, 8, 2, 2, 1, 2)),
+        (149.8, ('triton', 128, 8, 2, 2, 1, 1)),
+        (149.8, ('triton', 128, 4, 2, 1, 2, 1)),
+        (156.4, ('triton', 128, 8, 4, 2, 1, 1)),
+        (317.8, ('triton', 64, 4, 2, 1, 0, 1)),
+    ),
+}
+# --- END MI355X PREDICTION ---
+
+
+def proven_fastest(batch, kv_len, device):
+    """gfx950: the fastest candidate of PREDICTED_US whose first form is in EMULATOR_PROVEN and has not failed here
+    (a ONCE candidate only as the Gluon kernel, the form predicted); None where there is none."""
+    if not EMULATOR_PROVEN or _arch(device) != "gfx950":
+        return None
+    for _, choice in PREDICTED_US.get((batch, kv_len), ()):
+        launch = make_launch(*choice[1:])
+        variant = launch_variants(launch, device)[0]
+        if variant.describe() in EMULATOR_PROVEN and variant not in FAILED_VARIANTS and \
+                (launch.scores != ONCE_SCORES or variant.gluon):
+            return ("triton", *launch)
+    return None
+
+
 def predicted_choice(batch, kv_len, device, num_sms):
-    """The choice where nothing was measured (docs/performance.md): gfx950: SCALED (306 bytes a token, aiter
-    576); where it failed, BF16, or aiter above 64k tokens once the native conversion failed too. Else BF16."""
+    """The choice where nothing was measured (docs/performance.md): gfx950: the model's fastest proven form
+    (proven_fastest), else SCALED (312 bytes a token, aiter 576); where it failed, BF16, or aiter above 64k tokens
+    once the native conversion failed too. Else BF16."""
     arch = _arch(device)
     launch = default_launch(batch, kv_len, num_sms)
+    proven = proven_fastest(batch, kv_len, device)
+    if proven is not None:
+        return proven
     if arch in SCALED_NATIVE:
         scaled = scaled_launch(batch, kv_len, num_sms)
         if launch_variants(scaled, device)[0] not in FAILED_VARIANTS:
@@ -1906,31 +2024,36 @@ def _merged(acc_run, l_run, invalid, value_scale):
 
 
 @triton.jit
-def _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, head0, qk_scale_log2, value_scale,
-                  HEADS: tl.constexpr):
-    """FUSED: out[seq, head0 : head0 + HEADS] from seq's partials split by split, read past the L1 (.cg)."""
-    heads = head0 + tl.arange(0, HEADS)
+def _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, value_scale,
+                  HEADS: tl.constexpr, SPLITS: tl.constexpr):
+    """FUSED, the last program: out[seq] from seq's partials, HEADS heads at a time; each pass issues the loads of
+    SPLITS splits before it waits for any (read past the L1: .cg). Where SPLITS > num_splits (both powers of two)
+    a pass loads each split SPLITS / num_splits times: their sums scale alike, and acc / l does not move (no masked
+    loads: each would be a branch of its own on AMD)."""
     dims = tl.arange(0, V_DIM_C)
-    m_run = tl.full([HEADS], float("-inf"), tl.float32)
-    l_run = tl.zeros([HEADS], tl.float32)
-    acc_run = tl.zeros([HEADS, V_DIM_C], tl.float32)
-    invalid = tl.zeros([HEADS], tl.int32)
-    for split in range(0, num_splits):
-        part = seq * num_splits + split
-        ml_rows = part_ml_ptr + part * (2 * NUM_HEADS_C) + heads[None, :]
-        m = tl.load(ml_rows, cache_modifier=".cg")
-        l = tl.load(ml_rows + NUM_HEADS_C, cache_modifier=".cg")
-        acc = tl.load(part_acc_ptr + (part * NUM_HEADS_C + heads[None, :, None]) * V_DIM_C + dims[None, None, :],
-                      cache_modifier=".cg")
-        m_run, l_run, acc_run, invalid = _merge_step(m_run, l_run, acc_run, invalid, m, l, acc, qk_scale_log2)
-    tl.store(out_ptr + (seq * NUM_HEADS_C + heads[:, None]) * V_DIM_C + dims[None, :],
-             _merged(acc_run, l_run, invalid, value_scale))
+    for head0 in tl.static_range(0, NUM_HEADS_C, HEADS):
+        heads = head0 + tl.arange(0, HEADS)
+        m_run = tl.full([HEADS], float("-inf"), tl.float32)
+        l_run = tl.zeros([HEADS], tl.float32)
+        acc_run = tl.zeros([HEADS, V_DIM_C], tl.float32)
+        invalid = tl.zeros([HEADS], tl.int32)
+        for first in range(0, num_splits, SPLITS):
+            split = first + tl.arange(0, SPLITS)
+            part = seq * num_splits + (split & (num_splits - 1))
+            ml_rows = part_ml_ptr + part[:, None] * (2 * NUM_HEADS_C) + heads[None, :]
+            m = tl.load(ml_rows, cache_modifier=".cg")
+            l = tl.load(ml_rows + NUM_HEADS_C, cache_modifier=".cg")
+            acc = tl.load(part_acc_ptr + (part[:, None, None] * NUM_HEADS_C + heads[None, :, None]) * V_DIM_C
+                          + dims[None, None, :], cache_modifier=".cg")
+            m_run, l_run, acc_run, invalid = _merge_step(m_run, l_run, acc_run, invalid, m, l, acc, qk_scale_log2)
+        tl.store(out_ptr + (seq * NUM_HEADS_C + heads[:, None]) * V_DIM_C + dims[None, :],
+                 _merged(acc_run, l_run, invalid, value_scale))
 
 
 @triton.jit
 def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
                   qk_scale_log2, value_scale, TRANSPOSED: tl.constexpr, MERGE: tl.constexpr,
-                  WAVE_FENCES: tl.constexpr):
+                  WAVE_FENCES: tl.constexpr, MERGE_HEADS: tl.constexpr, MERGE_SPLITS: tl.constexpr):
     """The result by MERGE (table above): the output (DIRECT; NaN rows: invalid range, zeros: empty) or the partial
     (m NaN: invalid). FUSED: barrier, acq_rel atomic add on count[seq] (a call adds num_splits, a power of two), the
     last program merges; WAVE_FENCES (AMD): its waves' store waits and cache invalidates (docs/design.md)."""
@@ -1955,9 +2078,8 @@ def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part
             if (finished & (num_splits - 1)) == 0:
                 if WAVE_FENCES:  # every wave that reads the partials drops its stale lines first
                     seq = _invalidate_caches(seq)
-                for head0 in tl.static_range(0, NUM_HEADS_C, FUSED_MERGE_HEADS_C):
-                    _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, head0, qk_scale_log2,
-                                  value_scale, FUSED_MERGE_HEADS_C)
+                _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, value_scale,
+                              MERGE_HEADS, MERGE_SPLITS)
                 # phase merged: finished
 
 
@@ -1967,7 +2089,8 @@ def _scaled_split_kernel(
     count_ptr, q8_ptr, qs_ptr,
     total_kv, num_splits, q_row_stride, q_head_stride, kv_row_stride, scale_row_stride, qk_scale_log2, value_scale,
     BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, SPLIT_TAIL: tl.constexpr, MERGE: tl.constexpr,
-    WAVE_FENCES: tl.constexpr = False, EARLY_TILE: tl.constexpr = False,
+    WAVE_FENCES: tl.constexpr = False, EARLY_TILE: tl.constexpr = False, MERGE_HEADS: tl.constexpr = NUM_HEADS_C,
+    MERGE_SPLITS: tl.constexpr = 1,
 ):
     """The SCALED family's program: split s = program_id(0) of num_splits of sequence b = program_id(1).
 
@@ -1983,6 +2106,7 @@ def _scaled_split_kernel(
     q8_ptr        (batch, 16, 576) e4m3 bytes, qs_ptr (batch, 16, 18) e8m0 bytes: Q as quantized (by split 0)
     qk_scale_log2 sm_scale * log2(e) (the scores are exact, no shift); value_scale 2^LOG2_SHIFT[CONVERT]
     WAVE_FENCES   FUSED on AMD: _write_result's wave fences; EARLY_TILE: tile 0's loads before Q's quantization
+    MERGE_HEADS, MERGE_SPLITS  FUSED: the last program's merge pass (_merge_splits, FUSED_MERGE_PASS)
     An invalid range (indptr decreasing or past total_kv, qo_indptr not 0..batch) gives NaN, an empty one zeros.
     total_kv and num_splits are not specialized, so a check on another input runs this very binary."""
     tl.static_assert((CONVERT == PORTABLE_C) | (CONVERT == GFX950_C), "CONVERT must be PORTABLE or GFX950")
@@ -2016,7 +2140,7 @@ def _scaled_split_kernel(
                                    qk_scale_log2, m_i, l_i, acc_t, _scaled_tile, BLOCK_N, CONVERT, 0, SPLIT_TAIL)
     # phase tiles done: l_i
     _write_result(acc_t, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
-                  qk_scale_log2, value_scale, True, MERGE, WAVE_FENCES)
+                  qk_scale_log2, value_scale, True, MERGE, WAVE_FENCES, MERGE_HEADS, MERGE_SPLITS)
     # phase end: l_i
 
 
@@ -2043,6 +2167,13 @@ def _mla_combine_kernel(out_ptr, part_acc_ptr, part_ml_ptr, num_splits, qk_scale
     tl.store(out_ptr + (seq * NUM_HEADS_C + head) * V_DIM_C + dims, _merged(acc_run, l_run, invalid, value_scale))
 
 
+def fused_merge_constants(variant):
+    """The FUSED merge's pass of the variant's warps (FUSED_MERGE_PASS) as the split kernels' MERGE_HEADS and
+    MERGE_SPLITS (passed to every form: an ahead-of-time build with Triton 3.9 fails on a defaulted constexpr)."""
+    heads, splits = FUSED_MERGE_PASS.get(variant.num_warps, (4, 1))
+    return {"MERGE_HEADS": heads, "MERGE_SPLITS": splits}
+
+
 def _launch_triton(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2,
                    value_scale):
     """The standard-Triton split kernel of `variant`'s family in `variant`'s form."""
@@ -2050,8 +2181,8 @@ def _launch_triton(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr,
     sizes = (packed.shape[0], num_splits, q.stride(0), q.stride(1), packed.stride(0), scales.stride(0),
              qk_scale_log2, value_scale)
     constants = dict(BLOCK_N=variant.block_n, CONVERT=variant.convert, SPLIT_TAIL=variant.split_tail,
-                     MERGE=variant.merge, WAVE_FENCES=variant.wave_fences, num_warps=variant.num_warps,
-                     num_stages=variant.num_stages)
+                     MERGE=variant.merge, WAVE_FENCES=variant.wave_fences, **fused_merge_constants(variant),
+                     num_warps=variant.num_warps, num_stages=variant.num_stages)
     if variant.scores == SCALED_SCORES:
         kernel, args = _scaled_split_kernel, (q, packed, packed.view(torch.int32), scales, *shared, scratch.q8,
                                               scratch.qs, *sizes)
@@ -2138,7 +2269,8 @@ def _bf16_split_kernel(
     q_ptr, kv_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
     total_kv, num_splits, q_row_stride, q_head_stride, kv_row_stride, scale_row_stride, qk_scale_log2, value_scale,
     BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, PIN: tl.constexpr, SPLIT_TAIL: tl.constexpr,
-    MERGE: tl.constexpr, WAVE_FENCES: tl.constexpr = False,
+    MERGE: tl.constexpr, WAVE_FENCES: tl.constexpr = False, MERGE_HEADS: tl.constexpr = NUM_HEADS_C,
+    MERGE_SPLITS: tl.constexpr = 1,
 ):
     """The BF16 family's program: the SCALED kernel's grid, arguments (less the int32 view and the Q bytes) and
     results, tiles by _natural_tile; qk_scale_log2 sm_scale * log2(e) * 2^LOG2_SHIFT[CONVERT] (K's shift)."""
@@ -2159,7 +2291,7 @@ def _bf16_split_kernel(
                                  SPLIT_TAIL)
     # phase tiles done: l_i
     _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
-                  qk_scale_log2, value_scale, False, MERGE, WAVE_FENCES)
+                  qk_scale_log2, value_scale, False, MERGE, WAVE_FENCES, MERGE_HEADS, MERGE_SPLITS)
     # phase end: l_i
 
 

@@ -104,7 +104,8 @@ def once_twin_split_kernel(
     q_ptr, kv_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
     q8_ptr, qs_ptr,
     total_kv, num_splits, q_row_stride, q_head_stride, kv_row_stride, scale_row_stride, qk_scale_log2, value_scale,
-    BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, MERGE: tl.constexpr, WAVE_FENCES: tl.constexpr = False,
+    BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, MERGE: tl.constexpr, WAVE_FENCES: tl.constexpr,
+    MERGE_HEADS: tl.constexpr, MERGE_SPLITS: tl.constexpr,
 ):
     """One program (split program_id(0), sequence program_id(1)): _scaled_split_kernel's
     arguments less the int32 view, its range, Q and results; the tiles in the Gluon kernel's
@@ -126,7 +127,7 @@ def once_twin_split_kernel(
     weight = tl.exp2((m_ref - tl.where(m_all == float("-inf"), 0.0, m_all)[None, :]) * qk_scale_log2)
     _write_result(tl.sum(acc_g * weight[:, :, None], axis=0), m_all, tl.sum(l_g * weight, axis=0), range_ok, seq,
                   split, num_splits, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr, qk_scale_log2, value_scale,
-                  False, MERGE, WAVE_FENCES)
+                  False, MERGE, WAVE_FENCES, MERGE_HEADS, MERGE_SPLITS)
 
 
 def twin_variant(convert, merge=submission.MERGE_COMBINE):
@@ -145,7 +146,8 @@ def launch(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, sc
          scratch.qs, packed.shape[0], num_splits, q.stride(0), q.stride(1), packed.stride(0), scales.stride(0),
          qk_scale_log2, 2.0 ** submission.LOG2_SHIFT[variant.convert]),
         dict(BLOCK_N=variant.block_n, CONVERT=variant.convert, MERGE=variant.merge, WAVE_FENCES=variant.wave_fences,
-             num_warps=variant.num_warps, num_stages=variant.num_stages), "ONCE twin: " + variant.describe())
+             **submission.fused_merge_constants(variant), num_warps=variant.num_warps, num_stages=variant.num_stages),
+        "ONCE twin: " + variant.describe())
 
 
 def attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, sm_scale, dims):

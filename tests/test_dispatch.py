@@ -154,3 +154,36 @@ def test_make_launch_gives_each_split_count_its_merge(fields, merge):
 def test_make_launch_rejects_what_no_kernel_runs(fields):
     with pytest.raises(ValueError, match="a Triton choice is"):
         sub.make_launch(*fields)
+
+
+def first_form(choice):
+    launch = sub.make_launch(*choice[1:])
+    return sub.variants_for("gfx950", "hip", launch.block_n, launch.num_warps, launch.num_stages, launch.scores,
+                            launch.merge)[0]
+
+
+def test_the_prediction_follows_the_models_table_among_the_forms_the_emulator_proved(on_arch, monkeypatch):
+    """gfx950 (the Gluon kernel available): with every form proven, the model's fastest candidate per case
+    (PREDICTED_US's first, which tools/mi355x_prediction.py orders and tests/test_mi355x_prediction.py holds to the
+    compile report); with the SCALED forms only, the fastest SCALED one; a proven form that failed here is passed
+    over; with none proven (the file's EMULATOR_PROVEN today), SCALED's launch as before; NVIDIA never reads it."""
+    on_arch("gfx950", "hip", 256)
+    monkeypatch.setattr(sub, "gluon_capable", lambda name: name == "gfx950")
+    monkeypatch.setattr(sub, "FAILED_VARIANTS", set())
+    assert sub.EMULATOR_PROVEN == frozenset() and set(sub.PREDICTED_US) == set(LEADERBOARD_CASES)
+    for case in LEADERBOARD_CASES:
+        assert sub.predicted_choice(*case, CPU, 256) == ("triton", *sub.scaled_launch(*case, 256)), case
+    every = frozenset(first_form(choice).describe() for ranked in sub.PREDICTED_US.values() for _, choice in ranked)
+    monkeypatch.setattr(sub, "EMULATOR_PROVEN", every)
+    for case, ranked in sub.PREDICTED_US.items():
+        times = [us for us, _ in ranked]
+        assert times == sorted(times) and sub.predicted_choice(*case, CPU, 256) == full(ranked[0][1]), case
+    scaled = [choice for _, choice in sub.PREDICTED_US[(256, 8192)] if choice[5] == sub.SCALED_SCORES]
+    monkeypatch.setattr(sub, "EMULATOR_PROVEN", frozenset(first_form(choice).describe() for choice in scaled))
+    assert sub.predicted_choice(256, 8192, CPU, 256) == full(scaled[0])
+    sub.FAILED_VARIANTS.add(first_form(scaled[0]))
+    later = next(c for c in scaled if first_form(c) != first_form(scaled[0]))
+    assert sub.predicted_choice(256, 8192, CPU, 256) == full(later)
+    on_arch("sm_90", "cuda", 132)
+    monkeypatch.setattr(sub, "EMULATOR_PROVEN", every)
+    assert sub.predicted_choice(256, 8192, CPU, 132) == ("triton", *sub.default_launch(256, 8192, 132))

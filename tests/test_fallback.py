@@ -310,8 +310,8 @@ def test_the_fallback_order_is_native_pinned_then_plain(sub):
                                            ("BF16", "DIRECT")])
 def test_each_family_launches_its_own_split_kernel_then_the_combine(sub, monkeypatch, family, merge):
     """_attention launches the family's split kernel with the variant's constexprs (the
-    SCALED kernel its EARLY_TILE, the BF16 one its PIN), then the combine kernel for COMBINE
-    only."""
+    SCALED kernel its EARLY_TILE, the BF16 one its PIN, both the FUSED merge's pass of its warps:
+    FUSED_MERGE_PASS), then the combine kernel for COMBINE only."""
     launches = []
     monkeypatch.setattr(sub, "_launch_kernel", lambda kernel, grid, args, constants, what: launches.append(
         (kernel, constants)))
@@ -328,6 +328,7 @@ def test_each_family_launches_its_own_split_kernel_then_the_combine(sub, monkeyp
     own = {"EARLY_TILE": True} if scores == sub.SCALED_SCORES else {"PIN": 1}
     assert {key: constants.get(key) for key in ("EARLY_TILE", "PIN")} == {"EARLY_TILE": None, "PIN": None, **own}
     assert (constants["MERGE"], constants["SPLIT_TAIL"], constants["BLOCK_N"]) == (merge, True, 64)
+    assert (constants["MERGE_HEADS"], constants["MERGE_SPLITS"]) == sub.FUSED_MERGE_PASS[4]
     assert [k for k, _ in launches[1:]] == ([sub._mla_combine_kernel] if merge == sub.MERGE_COMBINE else [])
 
 

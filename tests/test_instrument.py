@@ -192,9 +192,10 @@ def test_a_marker_or_call_the_transform_cannot_place_is_an_error(broken):
 def test_a_call_the_rewrite_missed_fails_the_check_of_the_copy():
     """check_copy: the copy's every call of a rewritten function passes its parameters."""
     text = instrument.instrumented_source(SOURCE)
-    missed = replace_once(text, "qk_scale_log2, value_scale, False, MERGE, WAVE_FENCES, probe_row)",
-                          "qk_scale_log2, value_scale, False, MERGE, WAVE_FENCES)")
-    with pytest.raises(instrument.InstrumentError, match="_bf16_split_kernel calls _write_result with 16 arguments"):
+    missed = replace_once(text, "qk_scale_log2, value_scale, False, MERGE, WAVE_FENCES, MERGE_HEADS, MERGE_SPLITS, "
+                                "probe_row)", "qk_scale_log2, value_scale, False, MERGE, WAVE_FENCES, MERGE_HEADS, "
+                                              "MERGE_SPLITS)")
+    with pytest.raises(instrument.InstrumentError, match="_bf16_split_kernel calls _write_result with 18 arguments"):
         instrument.check_copy(missed, instrument._Plan(SOURCE, MARKERS))
 
 

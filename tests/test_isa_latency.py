@@ -242,3 +242,30 @@ def test_release_order_misses(broken):
     }[broken]
     assert asm != RELEASE
     assert not isa_latency.release_order(asm)["ordered"]
+
+
+# --- tools/fence_order.py: the FUSED merge's loops, as the round trips the model charges (issue 38) ----------
+def merge_loop(label, wait_inside=False):
+    """One merge pass of 4 dwordx4 loads and a dword (at 8 waves: 4 x 8192 + 2048 bytes), its wait, its math."""
+    loads = [f"    global_load_dwordx4 v[{10 + 4 * i}:{13 + 4 * i}], v[40:41], off nt" for i in range(4)]
+    loads.append("    global_load_dword v30, v[42:43], off nt")
+    if wait_inside:
+        loads.insert(2, "    s_waitcnt vmcnt(0)")
+    return "\n".join([f"{label}:", *loads, "    s_waitcnt vmcnt(0)", "    v_add_f32_e32 v50, v10, v30",
+                      f"    s_cbranch_scc1 {label}"]) + "\n"
+
+
+def test_the_merge_loops_and_the_splits_a_pass_covers():
+    """Two merge loops after the counter's atomic (two head groups), each pass loading 34,816 bytes at 8 waves:
+    69,632 bytes, 2.1 partials of 32,896 -> 2 splits a pass (down to a power of two); 8 splits merge in
+    2 x ceil(8 / 2) = 8 round trips. A wait between a pass's loads is reported (the pass takes two)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import fence_order
+    release = RELEASE.replace("    buffer_inv sc1\n.LBB0_3:\n    s_endpgm\n", ".LBB0_3:\n    s_barrier\n    buffer_inv sc1\n")
+    facts = fence_order.fused_fences(release + merge_loop(".LBB0_4") + merge_loop(".LBB0_5") + "    s_endpgm\n", 8)
+    assert (facts["merge_loops"], facts["merge_loads_per_pass"], facts["merge_splits_per_pass"],
+            facts["merge_loads_before_wait"]) == (2, 5, 2, True)
+    assert fence_order.merge_round_trips(facts, 8) == 8 and fence_order.merge_round_trips(facts, 1) == 2
+    waits = fence_order.fused_fences(release + merge_loop(".LBB0_4", True) + merge_loop(".LBB0_5") + "    s_endpgm\n", 8)
+    assert waits["merge_loops"] == 2 and not waits["merge_loads_before_wait"]
+    assert fence_order.merge_round_trips(None, 8) is None

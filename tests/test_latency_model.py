@@ -182,32 +182,91 @@ def test_each_machine_parameter_moves_the_prediction_as_the_model_says(sub, monk
         assert moved == pytest.approx(expected), choice
 
 
-def test_the_model_of_the_dispatched_cases_is_unchanged_by_the_generalisation():
-    """The dispatched gfx950 cases (one workgroup per CU, no FUSED merge) predict what the
-    model predicted before it took any candidate (2d604ba's tools/latency_model.py on this
-    report: 28.80 us geomean at L = 1 us and 4 us launches, the figures docs/performance.md
-    quotes came from it)."""
-    rows = latency_model.table(REPORT_ROWS, {"L=1": latency_model.ASSUMED["gfx950"]})
-    assert len(rows) == 8
-    assert latency_model.geomean([row["us"]["L=1"] for row in rows.values()]) == pytest.approx(28.8045, abs=1e-3)
-
-
 def test_the_model_on_a_hand_made_build():
     """The docstring's arithmetic, by hand: 256 x 4 programs of 4 64-token tiles, two per CU
     (waves_per_simd 2, 4 warps) sharing its issue: 2 rounds of a chain of 2 L + 2 x issue +
-    3 per-tile steps (max(1 x L, 2 x issue)) + L, beside the HBM time; 2 launches; the
-    combine's 2 L + 1 us. L = 1 us, issue = 0.01 clk/element x 64 x 576 / 2.4 GHz."""
-    build = {"num_warps": 4, "waves_per_simd": 2.0, "clocks_per_element": {"issue": 0.01},
+    3 per-tile steps (max(1 x L, 2 x issue)) + L, beside the HBM time of the KV rows (312 B a
+    token), Q and the partials; 2 launches; the combine: 2 L + 1 us or the partials read back and
+    the output written, the longer. L = 1 us, issue = 0.05 clk/element x 64 x 576 / 2.4 GHz: two
+    programs' issue (1.5 us) a tile past L, their chain (18.3 us) past the bytes' 15 us."""
+    build = {"num_warps": 4, "waves_per_simd": 2.0, "clocks_per_element": {"issue": 0.05},
              "latency": {"round_trips_to_first_mma": 2, "round_trips_per_tile": 1.0, "bytes_in_flight_per_unit": 0}}
     case = {"batch": 256, "kv_len": 1024, "BLOCK_N": 64, "num_splits": 4, "launches": 2, "MERGE": 1}
-    issue_us = 0.01 * 64 * 576 / 2.4e9 * 1e6
+    issue_us = 0.05 * 64 * 576 / 2.4e9 * 1e6
     chain_us = 2 * 1.0 + 2 * issue_us + 3 * max(1.0, 2 * issue_us) + 1.0
-    hbm_us = 256 * 1024 * 306 / 8e12 * 1e6
-    expected = 4.0 + 4.0 + max(2 * chain_us, hbm_us) + 2 * 1.0 + 1.0
+    partials = 256 * 4 * (16 * 512 * 4 + 2 * 16 * 4)
+    hbm_us = (256 * 1024 * 312 + 256 * 16 * 576 * 2 + partials) / 8e12 * 1e6
+    combine_us = max(2 * 1.0 + 1.0, (partials + 256 * 16 * 512 * 2) / 8e12 * 1e6)
+    assert 2 * chain_us > hbm_us
+    expected = 4.0 + 4.0 + 2 * chain_us + combine_us
     assert latency_model.predict_us(case, build, latency_model.ASSUMED["gfx950"]) == pytest.approx(expected)
-    fused = {**case, "launches": 1, "MERGE": 2}
-    assert latency_model.predict_us(fused, build, latency_model.ASSUMED["gfx950"]) == \
-        pytest.approx(4.0 + max(2 * chain_us, hbm_us) + 1.0 + 4 * 1.0)
+
+
+# --- each term of the model on a hand-made case with a known answer (issue 38) ----------
+# A build whose every other term is negligible: no issue, no LDS, one round trip a tile.
+BARE = {"num_warps": 4, "waves_per_simd": 1.0, "clocks_per_element": {"issue": 0.0},
+        "latency": {"round_trips_to_first_mma": 2, "round_trips_per_tile": 1.0, "bytes_in_flight_per_unit": 0}}
+PARTIAL = 16 * 512 * 4 + 2 * 16 * 4  # one split's partial: 32896 bytes
+MACHINE = latency_model.Machine(launch_us=4.0, extra_launch_us=3.0, round_trip_us=0.5, atomic_us=2.0,
+                                hbm_bytes_per_s=1e12, clock_hz=2e9, units=256, lds_clocks=50.0)
+
+
+def test_the_bytes_are_the_runners_layouts_q_the_output_and_the_partials():
+    """312 B a KV token in the runner's padded scale rows (306 trimmed), 18,432 B of Q and 16,384 B of output a
+    sequence, 32,896 B a split's partial written by the split kernel and read back by the merge; at 1 TB/s a byte
+    is a picosecond: 256 sequences of 8192 tokens in 4 splits."""
+    combine = {"batch": 256, "kv_len": 8192, "BLOCK_N": 64, "num_splits": 4, "launches": 2, "MERGE": 1}
+    kv, q, out, partials = 256 * 8192 * 312, 256 * 18432, 256 * 16384, 256 * 4 * PARTIAL
+    assert latency_model.call_bytes(combine) == {"split": kv + q + partials, "merge": partials + out}
+    assert latency_model.call_bytes(combine, "trimmed")["split"] == 256 * 8192 * 306 + q + partials
+    direct = {**combine, "num_splits": 1, "launches": 1, "MERGE": 0}
+    assert latency_model.call_bytes(direct) == {"split": kv + q + out, "merge": 0}
+    # the HBM term binds: 32 tiles a program, each a round trip of 0.5 us, 17 us < the bytes' 693 us
+    terms = latency_model.call_terms(combine, BARE, MACHINE)
+    assert terms["hbm_us"] == pytest.approx((kv + q + partials) / 1e6)
+    assert terms["merge_us"] == pytest.approx((partials + out) / 1e6)  # the combine reads 37.9 MB: past 2 L + 1 us
+    assert terms["total_us"] == pytest.approx(4.0 + 3.0 + (kv + q + partials) / 1e6 + (partials + out) / 1e6)
+
+
+@pytest.mark.parametrize("fences, round_trips", [
+    (None, 16),  # no fence facts (an sm_90 build): a round trip a split
+    ({"merge_loops": 4, "merge_splits_per_pass": 1}, 64),  # 4 head groups, a split a pass (before issue 38)
+    ({"merge_loops": 1, "merge_splits_per_pass": 2}, 8),  # 16 heads, 2 splits a pass (4 warps now)
+    ({"merge_loops": 4, "merge_splits_per_pass": 16}, 4),  # 4 head groups, 16 splits a pass (8 warps now)
+    ({"merge_loops": 1, "merge_splits_per_pass": 4}, 4),  # the Gluon merge
+])
+def test_the_fused_merge_costs_the_round_trips_its_isa_issues(fences, round_trips):
+    """16 splits: the counter's atomic and merge_loops x ceil(16 / merge_splits_per_pass) round trips, as the form's
+    ISA issues them (tools/fence_order.py), on a case whose partials' bytes take less (4 sequences: 2.2 MB)."""
+    build = {**BARE, "fused_fences": fences}
+    case = {"batch": 4, "kv_len": 1024, "BLOCK_N": 64, "num_splits": 16, "launches": 1, "MERGE": 2}
+    assert latency_model.call_terms(case, build, MACHINE)["merge_us"] == pytest.approx(2.0 + round_trips * 0.5)
+
+
+def test_the_lds_term_is_the_cus_bank_clocks_per_tile_in_the_chosen_model():
+    """A 4-warp build whose loop takes 500 LDS clocks a wave a tile in the measured 64-bank phases (1000 on 32
+    banks): 4 waves on one CU's LDS pipe, 2000 clocks = 1 us a tile at 2 GHz, more than its round trip (0.5 us);
+    the chain of 8 tiles: 2 L + 1 + 7 x 1 + L."""
+    build = {**BARE, "waves_per_simd": 2.0, "lds_banks": {"models": {
+        "64 banks, measured": {"cycles_per_tile": 500.0}, "32 banks": {"cycles_per_tile": 1000.0}}}}
+    case = {"batch": 256, "kv_len": 512, "BLOCK_N": 64, "num_splits": 1, "launches": 1, "MERGE": 0}
+    terms = latency_model.call_terms(case, build, MACHINE)
+    assert terms["lds_us"] == pytest.approx(1.0) and terms["per_tile_us"] == pytest.approx(1.0)
+    assert terms["chain_us"] == pytest.approx(2 * 0.5 + 1.0 + 7 * 1.0 + 0.5)
+    assert latency_model.call_terms(case, build, MACHINE, lds_model="32 banks")["chain_us"] == \
+        pytest.approx(2 * 0.5 + 2.0 + 7 * 2.0 + 0.5)
+
+
+def test_one_wave_per_simd_issues_its_tile_in_order_with_its_lds_waits():
+    """One wave per SIMD: 100 VALU x 4 + 300 MFMA clocks + 20 SALU + 10 nop clocks + 6 LDS waits x 50 clocks = 1030
+    clocks = 0.515 us a tile at 2 GHz, past its round trip; two waves per SIMD hide the waits (no in-order term)."""
+    issue = {"valu": 100, "mfma_clocks": 300, "salu": 20, "nop_clocks": 10, "lds": 12, "vmem": 4, "lgkm_waits": 6,
+             "vm_waits": 1, "barriers": 1}
+    build = {**BARE, "loop_issue": issue}
+    case = {"batch": 256, "kv_len": 512, "BLOCK_N": 64, "num_splits": 1, "launches": 1, "MERGE": 0}
+    terms = latency_model.call_terms(case, build, MACHINE)
+    assert terms["inorder_us"] == pytest.approx(1030 / 2e9 * 1e6) and terms["per_tile_us"] == pytest.approx(0.515)
+    assert latency_model.call_terms(case, {**build, "waves_per_simd": 2.0}, MACHINE)["inorder_us"] == 0.0
 
 
 def test_the_probes_figures_make_a_machine_and_missing_ones_stay_assumed():
@@ -244,3 +303,17 @@ def test_every_reader_of_a_log_keeps_each_architectures_last_machine_block(sub, 
     assert figures["launch_us"] == 7.0 and DEVICE in provenance
     found = machine_probe_check.machine_figures(log.read_text(), log.name)
     assert {arch: f["launch_us"] for arch, f in found.items()} == {"gfx950": 7.0, "sm_90": 3.0}
+
+
+def test_the_loop_issue_is_counted_by_instruction_class():
+    """compile_report.loop_issue on a hand-written loop body: 3 VALU, a bf16 MFMA (16 clocks) and an fp4 x fp4
+    scaled one (16), 2 SALU and s_nop 2 (3 clocks), 2 LDS reads, a buffer load, waits on LDS (named and as a raw
+    simm16: lgkmcnt 0, vmcnt at its largest) and one on vector memory, a barrier."""
+    body = [("v_add_f32_e32", "v1, v2, v3"), ("v_mul_f32_e32", "v1, v2, v3"), ("v_cvt_pk_bf16_f32", "v1, v2, v3"),
+            ("v_mfma_f32_16x16x32_bf16", "a[0:3], v[0:3], v[4:7], a[0:3]"),
+            ("v_mfma_scale_f32_16x16x128_f8f6f4", "a[0:3], v[0:7], v[8:15], a[0:3], v1, v2 cbsz:4 blgp:4"),
+            ("s_add_i32", "s1, s2, s3"), ("s_mov_b32", "s4, 0"), ("s_nop", "2"), ("ds_read_b128", "v[0:3], v9"),
+            ("ds_read_u8", "v10, v9"), ("buffer_load_dwordx4", "v[0:3], v1, s[4:7], 0 offen"),
+            ("s_waitcnt", "lgkmcnt(0)"), ("s_waitcnt", "0xc07f"), ("s_waitcnt", "vmcnt(1)"), ("s_barrier", "")]
+    assert compile_report.loop_issue(body) == {"valu": 3, "mfma_clocks": 32, "salu": 2, "nop_clocks": 3, "lds": 2,
+                                               "vmem": 1, "lgkm_waits": 2, "vm_waits": 1, "barriers": 1}

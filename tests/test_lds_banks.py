@@ -30,15 +30,24 @@ K_ROWS, K_COLUMNS = LANES % 16, LANES // 16
 
 @pytest.mark.parametrize("name, addresses, expected", [
     # rows 256 B apart: each 8-lane group (CK: lanes 0-3 rows 0-3 + lanes 20-23 rows 4-7) puts
-    # 4 rows on the same 4 banks of 32; 16 rows on the same 4 of 64; a paired group 8 rows
-    ("256-byte rows", K_ROWS * 256 + K_COLUMNS * 16, {"32 banks": 4, "64 banks": 16, "64 banks, paired groups": 8}),
+    # 4 rows on the same 4 banks of 32; 16 rows on the same 4 of 64; a paired group 8 rows; a
+    # measured phase (lanes 0-3, 12-15: rows 0-3, 12-15 of unit 0; 20-27: rows 4-11 of unit 1) 8
+    ("256-byte rows", K_ROWS * 256 + K_COLUMNS * 16, {"32 banks": 4, "64 banks": 16, "64 banks, paired groups": 8,
+                                                      "64 banks, measured": 8}),
     # a 16-byte pad per row: 17 units a row, so 16 rows are 16 units on 64 banks; on 32 banks
-    # row 4's next unit lands on row 0's (17 * 4 + 1 = 69 = 5 mod 8 ... row 7 -> 0): 2-way
-    ("272-byte rows", K_ROWS * 272 + K_COLUMNS * 16, {"32 banks": 2, "64 banks": 1, "64 banks, paired groups": 2}),
+    # row 4's next unit lands on row 0's (17 * 4 + 1 = 69 = 5 mod 8 ... row 7 -> 0): 2-way; in a
+    # measured phase row 11's unit 1 lands on row 12's unit 0 ((11 + 1) mod 16 = 12): 2-way
+    ("272-byte rows", K_ROWS * 272 + K_COLUMNS * 16, {"32 banks": 2, "64 banks": 1, "64 banks, paired groups": 2,
+                                                      "64 banks, measured": 2}),
     # unit u of row r stored at u ^ r: the 16 rows of one unit are 16 different units
     ("unit ^ row", K_ROWS * 256 + (K_COLUMNS ^ K_ROWS) * 16, {"32 banks": 1, "64 banks": 1,
-                                                                 "64 banks, paired groups": 1}),
-    ("consecutive blocks", LANES * 16, {"32 banks": 1, "64 banks": 1, "64 banks, paired groups": 1}),
+                                                                 "64 banks, paired groups": 1, "64 banks, measured": 1}),
+    ("consecutive blocks", LANES * 16, {"32 banks": 1, "64 banks": 1, "64 banks, paired groups": 1,
+                                        "64 banks, measured": 1}),
+    # lane quad q (its own row) at unit quad QUAD_UNITS[q % 8]: the paired groups' quads {0, 2, 5, 7} and
+    # {1, 3, 4, 6} each meet 4 unit quads; the measured phases' {0, 3, 5, 6} and {1, 2, 4, 7} two twice
+    ("quads paired apart, measured together", 16 * (LANES % 4 + 4 * np.array([0, 1, 1, 0, 2, 2, 3, 3])[LANES // 4 % 8])
+     + 256 * (LANES // 4), {"32 banks": 1.5, "64 banks": 2, "64 banks, paired groups": 1, "64 banks, measured": 2}),
 ])
 def test_16_byte_reads_against_hand_counted_conflicts(name, addresses, expected):
     assert factors(addresses, 16) == pytest.approx(expected), name
@@ -55,6 +64,16 @@ def test_4_byte_accesses_serialize_on_one_bank_and_broadcast_one_address():
 
 def test_writes_of_consecutive_blocks_are_conflict_free_in_every_model():
     assert factors(LANES * 16, 16, "write") == pytest.approx({m: 1 for m in lds_banks.BANK_MODELS})
+
+
+def test_the_measured_phases_of_8_byte_accesses():
+    """gfx950 as measured: ds_read_b64 in 2 phases of 32 lanes (as the 64-bank model), ds_write_b64 in 4 phases of
+    16 lanes: consecutive 8-byte writes take 4 clocks where 512 bytes at 256 B a clock would take 2."""
+    read = {m: lds_banks.address_cycles([LANES * 8], 8, m, "read") for m in lds_banks.BANK_MODELS}
+    write = {m: lds_banks.address_cycles([LANES * 8], 8, m, "write") for m in lds_banks.BANK_MODELS}
+    assert read["64 banks, measured"] == read["64 banks"] == (2, 2)
+    assert write["64 banks, measured"] == (4, 2) and write["64 banks"] == (2, 2)
+    assert lds_banks.BOUND_MODELS == ("32 banks", "64 banks", "64 banks, paired groups")
 
 
 def test_conflict_free_clocks_are_bytes_over_the_banks_width():
@@ -91,7 +110,7 @@ def test_the_emulator_follows_an_address_from_the_work_item_id():
     found = lds_banks.lds_bank_counts(asm, 2)
     assert [r["mnemonic"] for r in found["instructions"]] == ["ds_read_b128"] and not found["unresolved"]
     assert found["max_instruction_factor"] == pytest.approx({"32 banks": 4, "64 banks": 16,
-                                                             "64 banks, paired groups": 8})
+                                                             "64 banks, paired groups": 8, "64 banks, measured": 8})
 
 
 def test_both_sides_of_a_branch_meet_with_the_value_they_agree_on():

@@ -66,6 +66,22 @@ def test_more_splits_than_the_combine_kernel_holds_at_once(fresh_plans, monkeypa
     assert_matches_exact(sub.custom_kernel(data), data)
 
 
+@pytest.mark.parametrize("merge_pass, splits", [((4, 16), 2), ((4, 16), 32), ((16, 2), 8)])
+def test_the_fused_merge_in_every_pass_shape(fresh_plans, monkeypatch, merge_pass, splits):
+    """FUSED_MERGE_PASS (heads, splits a pass; the 8-warp and 4-warp forms' on gfx950) on a 4-warp launch: 4 head
+    groups of 16 splits a pass at 2 splits (each loaded 8 times a pass) and at 32 (two passes); all 16
+    heads at 2 splits a pass over 8 (four passes); sequences of one tile per split, shorter, empty and one token."""
+    sub = fresh_plans
+    monkeypatch.setattr(sub, "FUSED_MERGE_PASS", {4: merge_pass})
+    use_launch(sub, monkeypatch, (4, 400), SMALL_BLOCK_N, splits, sub.BF16_SCORES, sub.MERGE_FUSED)
+    data = ref.generate_input(4, 1, 400, seed=73, kv_lens=[400, 33, 0, 1])
+    out = sub.custom_kernel(data)
+    assert sub.fused_merge_constants(last_plan(sub).variant) == {"MERGE_HEADS": merge_pass[0],
+                                                                 "MERGE_SPLITS": merge_pass[1]}
+    assert bool((out[2] == 0).all())
+    assert_matches_exact(out, data)
+
+
 @pytest.mark.parametrize("merge_name", ["combine", "fused"])
 def test_merge_holds_over_consecutive_calls_with_fresh_inputs(fresh_plans, monkeypatch, family, merge_name):
     """Leaderboard mode: a fresh input every call (other lengths too, with the same total

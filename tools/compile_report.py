@@ -79,11 +79,11 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 import submission as sub  # noqa: E402
-from isa_latency import (isa_latency_counts, loop_region, parse_amdgcn, release_order,  # noqa: E402
+from isa_latency import (_waitcnt, isa_latency_counts, loop_region, parse_amdgcn, release_order,  # noqa: E402
                          sass_latency_counts)
 from fence_order import fused_fences  # noqa: E402
 from common import add_triton_option  # noqa: E402
-from lds_banks import BANK_MODELS, kernarg_offsets, lds_bank_counts, ring_hazards  # noqa: E402
+from lds_banks import BANK_MODELS, BOUND_MODELS, kernarg_offsets, lds_bank_counts, ring_hazards  # noqa: E402
 from gfx950.asm import instruction_forms  # noqa: E402
 
 # name -> (GPUTarget, architecture name in submission.py, compute units, platform)
@@ -188,13 +188,14 @@ def _build_spec(variant):
     if variant.gluon:
         raise ValueError(f"{variant.describe()}: the Gluon kernel's builds are compile_gluon's")
     consts = {"BLOCK_N": variant.block_n, "CONVERT": variant.convert}
+    merge = sub.fused_merge_constants(variant)
     if variant.scores == sub.SCALED_SCORES:
         return (sub._scaled_split_kernel, SCALED_SIGNATURE,
                 {**consts, "SPLIT_TAIL": variant.split_tail, "MERGE": variant.merge,
-                 "WAVE_FENCES": variant.wave_fences, "EARLY_TILE": variant.early_tile})
+                 "WAVE_FENCES": variant.wave_fences, "EARLY_TILE": variant.early_tile, **merge})
     return (sub._bf16_split_kernel, BF16_SIGNATURE,
             {**consts, "PIN": variant.pin, "SPLIT_TAIL": variant.split_tail, "MERGE": variant.merge,
-             "WAVE_FENCES": variant.wave_fences})
+             "WAVE_FENCES": variant.wave_fences, **merge})
 
 
 def launches_per_call(variant):
@@ -270,6 +271,35 @@ def _mfma_cycles(kind):
         return MFMA_CYCLES[kind]
     m, n, k = (int(x) for x in re.search(r"(\d+)x(\d+)x(\d+)", kind).groups())
     return m * n * k / MFMA_MACS_PER_CYCLE
+
+
+def loop_issue(body):
+    """One wave's instruction issue per pass of the main loop, by class: VALU instructions (4 clocks each: a wave64
+    instruction on a 16-lane SIMD), the MFMAs' SIMD clocks (MFMA_CYCLES), SALU instructions and s_nop clocks (1 each),
+    LDS (ds_*) and vector memory instructions, the waits on LDS (s_waitcnt with lgkmcnt: tools/latency_model.py's
+    in-order issue charges each one LDS round trip), the waits on vector memory, barriers."""
+    found = Counter()
+    for mnemonic, operands in body:
+        if mnemonic.startswith("v_mfma"):
+            found["mfma_clocks"] += _mfma_cycles(_mfma_kind(mnemonic, operands))
+        elif mnemonic.startswith("v_"):
+            found["valu"] += 1
+        elif mnemonic.startswith("ds_"):
+            found["lds"] += 1
+        elif mnemonic.startswith(("buffer_", "global_", "flat_", "scratch_")):
+            found["vmem"] += 1
+        elif mnemonic == "s_waitcnt":
+            counters = _waitcnt(operands)
+            found["lgkm_waits"] += "lgkm" in counters
+            found["vm_waits"] += "vm" in counters
+        elif mnemonic == "s_nop":
+            found["nop_clocks"] += int(operands, 0) + 1
+        elif mnemonic == "s_barrier":
+            found["barriers"] += 1
+        elif mnemonic.startswith("s_"):
+            found["salu"] += 1
+    return {key: found[key] for key in ("valu", "mfma_clocks", "salu", "nop_clocks", "lds", "vmem", "lgkm_waits",
+                                        "vm_waits", "barriers")}
 
 
 def _registers_named(text):
@@ -357,6 +387,7 @@ def _amdgcn_report(asm, shared, consts, num_warps, innermost=False):
                loop_lds_ops_per_wave=dict(lds), loop_prefetch=prefetch, loop_loads=loads,
                loop_loads_in_flight_at_backedge=in_flight,
                loop_native_converts=sum(m == "v_cvt_scalef32_pk_bf16_fp4" for m, _ in body),
+               loop_issue=loop_issue(body),
                loop_top_valu=Counter(valu).most_common(8))
     banks = lds_bank_counts(asm, num_warps, innermost=innermost)
     row["lds_banks"] = {
@@ -369,7 +400,7 @@ def _amdgcn_report(asm, shared, consts, num_warps, innermost=False):
     row["loop_lds_clocks_conflict_free_per_element"] = round(row["loop_lds_bytes_per_element"]
                                                              / MI355X["lds_bytes_per_clk"], 5)
     row["loop_lds_clocks_per_element"] = round(max(
-        [m["cycles_per_tile"] for m in banks["models"].values()] or [0]) * num_warps / elements, 5)
+        [banks["models"][model]["cycles_per_tile"] for model in BOUND_MODELS] or [0]) * num_warps / elements, 5)
     clocks = {"hbm": HBM_BYTES_PER_ELEMENT * MI355X["units"] * MI355X["clock_hz"] / MI355X["hbm_bytes_per_s"],
               "lds": max(row["loop_lds_clocks_per_element"], row["loop_lds_clocks_conflict_free_per_element"]),
               "issue": row["loop_valu_per_element"] / MI355X["valu_lanes_per_clk"]
@@ -800,8 +831,9 @@ def print_bank_rows(variants):
         print(f"fused {r['kernel']}:{r['family']} BN{r['BLOCK_N']} w{r['num_warps']} s{r['num_stages']}: write-back in "
               f"{fences['release_waves']} wave(s); every wave invalidates before the merge's loads: "
               f"{'yes' if fences['acquire_in_every_wave'] else 'NO'}; merge loads before its wait: "
-              f"{'yes' if fences['merge_loads_before_wait'] else 'no'} ({fences['merge_splits_per_pass']} split(s) a "
-              f"pass); count broadcast by {'/'.join(fences['count_broadcast']) or '-'}")
+              f"{'yes' if fences['merge_loads_before_wait'] else 'no'} ({fences['merge_loops']} loop(s), "
+              f"{fences['merge_splits_per_pass']} split(s) a pass); count broadcast by "
+              f"{'/'.join(fences['count_broadcast']) or '-'}")
     for r in (r for r in variants if r.get("ring")):
         ring = r["ring"]
         print(f"ring {r['kernel']} {MERGE_SHORT[r['MERGE']]}: {ring['reads']} reads and {ring['copies']} copies in "

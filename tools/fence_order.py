@@ -10,14 +10,19 @@ follows each wave; no Triton, no GPU):
                           dominates it in the control-flow graph with exec never restored to a
                           wider mask in between: a wave with a lane on at the load executed the
                           invalidate; no wave reads a partial before invalidating its caches,
-        "merge_loads_before_wait": in the merge loop (the loop after the atomic with the most
-                          vector loads), every load of a pass is issued before the pass's first
-                          s_waitcnt vmcnt: one dependent round trip per pass, whatever number
-                          of splits a pass loads (the Gluon merge's GL_MERGE_SPLITS),
-        "merge_loads_per_pass": the vector loads of one pass,
-        "merge_splits_per_pass": the splits' partials (16 x 512 float32 accumulators and 2 x 16
-                          float32 m, l) a pass's loads cover, from their widths x 64 lanes x
-                          waves: a sequence of S splits merges in ceil(S / this) round trips,
+        "merge_loops":    the merge loops (loops after the atomic with vector loads), run one after
+                          the other, each over a group of the 16 heads (the Gluon merge: 1; the
+                          standard-Triton merge: 16 / MERGE_HEADS),
+        "merge_loads_before_wait": in every merge loop, every load of a pass is issued before the
+                          pass's first s_waitcnt vmcnt: one dependent round trip per pass, whatever
+                          number of splits a pass loads (GL_MERGE_SPLITS, MERGE_SPLITS),
+        "merge_loads_per_pass": the vector loads of one pass (the loop with the most),
+        "merge_splits_per_pass": the splits a pass covers: the bytes all the merge loops' passes
+                          load (widths x 64 lanes x waves) over one split's partial (16 x 512
+                          float32 accumulators and 2 x 16 float32 m, l), down to a power of two
+                          (loads of m and l replicated across lanes add less than that),
+        (merge_round_trips(facts, S): a sequence of S splits merges in merge_loops x
+                          ceil(S / merge_splits_per_pass) dependent round trips),
         "count_broadcast": the integer reductions ({"add"}, {"max"}, ...) that carry the
                           atomic's returned count to the other lanes before the merge's loads:
                           a sum of the one lane's value stays exact past 2^31 adds, a max of
@@ -106,8 +111,8 @@ def fused_fences(asm_text, num_warps):
     found["acquire_in_every_wave"] = bool(loads) and all(any(
         _block_of(blocks, inv) in dominators[_block_of(blocks, load)] and inv < load
         and min(depths[p] for p in range(inv, load + 1)) >= depths[inv] for inv in invalidates) for load in loads)
-    # the merge loop: a back-edge after the atomic whose body has the most vector loads
-    best = None
+    # the merge loops: back-edges after the atomic whose bodies have vector loads
+    bodies = []
     for position, mnemonic, operands in instructions:
         if position <= atomic or not mnemonic.startswith(("s_branch", "s_cbranch")):
             continue
@@ -115,18 +120,29 @@ def fused_fences(asm_text, num_warps):
         if target is None or target >= position or target <= atomic:
             continue
         body = instructions[target:position + 1]
-        count = sum(m.startswith(VECTOR_LOADS) for _, m, _ in body)
-        if best is None or count > best[0]:
-            best = (count, body)
-    if best is None or not best[0]:
-        found.update(merge_loads_before_wait=False, merge_loads_per_pass=0, merge_splits_per_pass=0)
+        if any(m.startswith(VECTOR_LOADS) for _, m, _ in body):
+            bodies.append(body)
+    if not bodies:
+        found.update(merge_loops=0, merge_loads_before_wait=False, merge_loads_per_pass=0, merge_splits_per_pass=0)
         return found
-    body = best[1]
-    first_wait = next((i for i, (_, m, o) in enumerate(body) if m == "s_waitcnt" and "vmcnt" in o), len(body))
-    found["merge_loads_per_pass"] = best[0]
-    pass_bytes = sum(amdgcn_load_bytes(m) for _, m, _ in body if m.startswith(VECTOR_LOADS)) * 64 * num_warps
-    found["merge_splits_per_pass"] = pass_bytes // PARTIAL_BYTES
-    found["merge_loads_before_wait"] = all(i < first_wait for i, (_, m, _) in enumerate(body)
-                                           if m.startswith(VECTOR_LOADS))
+    pass_bytes = sum(amdgcn_load_bytes(m) for body in bodies for _, m, _ in body
+                     if m.startswith(VECTOR_LOADS)) * 64 * num_warps
+    covered = pass_bytes // PARTIAL_BYTES
+    found.update(merge_loops=len(bodies),
+                 merge_loads_per_pass=max(sum(m.startswith(VECTOR_LOADS) for _, m, _ in body) for body in bodies),
+                 merge_splits_per_pass=1 << (covered.bit_length() - 1) if covered else 0,
+                 merge_loads_before_wait=all(_loads_before_first_wait(body) for body in bodies))
     return found
 
+
+def _loads_before_first_wait(body):
+    first_wait = next((i for i, (_, m, o) in enumerate(body) if m == "s_waitcnt" and "vmcnt" in o), len(body))
+    return all(i < first_wait for i, (_, m, _) in enumerate(body) if m.startswith(VECTOR_LOADS))
+
+
+def merge_round_trips(facts, num_splits):
+    """The dependent round trips of a FUSED merge of num_splits splits, from fused_fences' facts: merge_loops x
+    ceil(num_splits / merge_splits_per_pass); None where the facts have no merge loop that loads whole splits."""
+    if not facts or not facts.get("merge_splits_per_pass"):
+        return None
+    return facts["merge_loops"] * -(-num_splits // facts["merge_splits_per_pass"])

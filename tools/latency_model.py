@@ -13,27 +13,43 @@ The first form prints the dispatched gfx950 case of each leaderboard case at eac
 and, where FILE (a submission, by default submission.py, or a runner's log) holds a MEASURED
 MACHINE block for gfx950, under the measured parameters too.
 
-Model, per call (Machine's fields; L = round_trip_us):
+Model, per call (Machine's fields; L = round_trip_us; call_terms returns every term):
   launch_us + (launches - 1) x extra_launch_us (the split kernel, and the combine kernel when
       the splits merge through it; ~4 us per launch event-timed on AMD: ROCm TransferBench PR 297)
   + the split kernel: max(its HBM bytes at hbm_bytes_per_s, the programs' chain), the chain
       ceil(programs / (units x programs per unit)) x
-      [ round_trips_to_first_mma x L + k x issue(tile) + (tiles per program - 1) x per_tile + L ]
+      [ round_trips_to_first_mma x L + work(tile) + (tiles per program - 1) x per_tile + L ]
       programs per unit: as many workgroups as the build's registers and LDS let a CU (SM)
       hold (one for every SCALED form and the Gluon kernel); k = min(that, ceil(programs /
-      units)): the programs sharing one unit's issue;
-      per_tile = max(round_trips_per_tile x L, k x issue(tile), and for a loop that prefetches
+      units)): the programs sharing one unit;
+      work(tile) = max(k x issue(tile), LDS(tile), in-order(tile)): a tile's work on its CU;
+      per_tile = max(round_trips_per_tile x L, work(tile), and for a loop that prefetches
       (round_trips_per_tile <= 1) the tile's HBM bytes / (the bytes one program keeps in flight
       / L): Little's law), the bytes one program keeps in flight = bytes_in_flight_per_unit /
       programs per unit; issue(tile) = the report's issue clocks per element x tile elements /
       clock_hz; the last L: the partials' or output's stores
-  + the combine kernel (COMBINE): 2 L + 1 us (its loads of the partials, its stores)
-  + the FUSED merge: atomic_us (the counter) + num_splits x L (the last program reads each
-      split's partial in turn and waits for it).
+      LDS(tile) = the main loop's LDS clocks per wave per tile with bank conflicts in the chosen
+      bank model (lds_banks; LDS_MODEL: gfx950's measured 64-bank phases) x the workgroup's waves
+      x k / clock_hz: one CU's LDS pipe serves its waves one access at a time
+      in-order(tile), at one wave per SIMD only (nothing else issues on the SIMD, so nothing
+      hides a wait): the loop's issue per wave (compile_report.loop_issue) -- 4 clocks a VALU
+      instruction, the MFMAs' clocks, a clock a scalar instruction and s_nop clock -- plus one
+      LDS round trip (lds_clocks) per wait on LDS
+  + the combine kernel (COMBINE): max(2 L + 1 us, the partials read back and the output written
+      at hbm_bytes_per_s)
+  + the FUSED merge: max(atomic_us (the counter) + the merge's round trips x L, the partials read
+      back and the output written at hbm_bytes_per_s); the round trips as the build's ISA issues
+      them (fence_order.merge_round_trips: merge loops x ceil(num_splits / splits a pass); a
+      build without fence facts, sm_90's: one a split).
+  Bytes (call_bytes): per KV token 312 in the runner's padded scale rows (306 trimmed), per
+  sequence Q (18,432) and the output (16,384) or, over several splits, each split's partial
+  (32,896) written by the split kernel and read back by the merge.
 ASSUMED["gfx950"]: launches 4 us, L = 1 us (the H200's probes read 0.3-0.7 us for one round trip
-with the probe's own cost: tools/latency_calibration.py), 8 TB/s, 2.4 GHz, 256 CUs;
-ASSUMED["sm90"]: the H200's figures in the shared notes (one launch 2.85 us, each further
-1.5 us, L 0.6 us, the copy rate 4.27 TB/s, 1.98 GHz, 132 SMs).
+with the probe's own cost: tools/latency_calibration.py), 8 TB/s, 2.4 GHz, 256 CUs, an LDS round
+trip 64 clocks; ASSUMED["sm90"]: the H200's figures in the shared notes (one launch 2.85 us, each
+further 1.5 us, L 0.6 us, the copy rate 4.27 TB/s, 1.98 GHz, 132 SMs). The parameters fitted to
+public MI355X figures, and the per-case prediction with its range: tools/mi355x_prediction.py.
+The public paths' own model: public_path_us (PublicPath).
 """
 import argparse
 import json
@@ -45,17 +61,28 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
+import fence_order  # noqa: E402
 import submission as sub  # noqa: E402
+from fence_order import PARTIAL_BYTES  # noqa: E402
 
-TOKEN_BYTES = 306
+# Bytes a call moves (docs/performance.md, "The two numbers"): per KV token 288 bytes of e2m1 pairs and a row of
+# e8m0 scales, 24 bytes in the runner's padded scale layout (the buffer aiter leaves: a row is read whole) or 18
+# trimmed; per sequence Q (16 x 576 bf16) once, the output (16 x 512 bf16) or, when the splits merge, each split's
+# partial (16 x 512 float32 + 2 x 16 float32) written and read back.
+TOKEN_BYTES = {"padded": 288 + 24, "trimmed": 288 + 18}
+Q_BYTES = 16 * 576 * 2
+OUT_BYTES = 16 * 512 * 2
 ELEMENTS_PER_TOKEN = 576
 VARIANT_KEYS = ("kernel", "family", "BLOCK_N", "convert", "num_warps", "num_stages", "MERGE")
 TARGET_ARCH = {"gfx950": ("gfx950", "hip"), "sm90": ("sm_90", "cuda")}  # compile-report target -> arch, platform
 ARCH_TARGET = {arch: target for target, (arch, _) in TARGET_ARCH.items()}
+VALU_ISSUE_CLOCKS = 4  # a wave64 VALU instruction on a 16-lane SIMD (gfx950.md)
+COMBINE_WORK_US = 1.0  # the combine kernel's own work beside its two round trips
+LDS_MODEL = "64 banks, measured"  # tools/lds_banks.py: gfx950's phases where HipKittens measured them
 
 
 class Machine(NamedTuple):
-    """The machine parameters the model takes (each one a figure of the machine probes)."""
+    """The machine parameters the model takes (each one a figure of the machine probes, but lds_clocks)."""
     launch_us: float  # an empty launch, event-timed
     extra_launch_us: float  # each further dependent launch of the call
     round_trip_us: float  # L: one dependent global round trip (the probes' HBM chase)
@@ -63,6 +90,7 @@ class Machine(NamedTuple):
     hbm_bytes_per_s: float  # the copy rate, bytes read + written
     clock_hz: float
     units: int  # CUs (SMs)
+    lds_clocks: float = 64.0  # one LDS round trip, clocks (an LDS wait in a wave's in-order issue)
 
 
 ASSUMED = {"gfx950": Machine(4.0, 4.0, 1.0, 1.0, 8e12, 2.4e9, 256),
@@ -95,9 +123,35 @@ def programs_per_unit(variant):
     return max(1, int(variant.get("waves_per_simd", 1) * 4 // variant["num_warps"]))
 
 
-def predict_us(case, variant, machine):
-    """The model of the module docstring for one call, in microseconds. case: batch, kv_len,
-    BLOCK_N, num_splits, launches, MERGE; variant: the compile report's row of its build."""
+def call_bytes(case, layout="padded"):
+    """{kernel: bytes} one call moves through HBM: the split kernel reads the KV rows (TOKEN_BYTES[layout] a token)
+    and Q and writes the output (DIRECT) or the partials; the merge (COMBINE's kernel, FUSED's last programs) reads
+    the partials back and writes the output."""
+    batch, splits = case["batch"], case["num_splits"]
+    partials = batch * splits * PARTIAL_BYTES if case["MERGE"] != sub.MERGE_DIRECT else 0
+    return {"split": batch * case["kv_len"] * TOKEN_BYTES[layout] + batch * Q_BYTES
+            + (partials or batch * OUT_BYTES),
+            "merge": partials + batch * OUT_BYTES if partials else 0}
+
+
+def inorder_issue_clocks(issue, lds_clocks):
+    """One wave's in-order issue of one pass of its main loop (compile_report.loop_issue): VALU_ISSUE_CLOCKS a VALU
+    instruction, the MFMAs' clocks, a clock a scalar instruction and s_nop clock, and an LDS round trip per wait on
+    LDS (at one wave per SIMD nothing else issues meanwhile)."""
+    return (VALU_ISSUE_CLOCKS * issue["valu"] + issue["mfma_clocks"] + issue["salu"] + issue["nop_clocks"]
+            + issue["lgkm_waits"] * lds_clocks)
+
+
+def merge_round_trips(variant, num_splits):
+    """The FUSED merge's dependent round trips: as the build's ISA issues them (fence_order.merge_round_trips), else
+    (sm_90 builds: no fence facts) one per split."""
+    found = fence_order.merge_round_trips(variant.get("fused_fences"), num_splits)
+    return num_splits if found is None else found
+
+
+def call_terms(case, variant, machine, layout="padded", lds_model=LDS_MODEL):
+    """The model of the module docstring for one call -> {term: us (or bytes)}; "total_us" is the prediction.
+    case: batch, kv_len, BLOCK_N, num_splits, launches, MERGE; variant: the compile report's row of its build."""
     counts = variant["latency"]
     latency_us = machine.round_trip_us
     block_n = case["BLOCK_N"]
@@ -105,18 +159,69 @@ def predict_us(case, variant, machine):
     programs = case["batch"] * case["num_splits"]
     per_unit = programs_per_unit(variant)
     sharing = min(per_unit, math.ceil(programs / machine.units))
-    issue_us = variant["clocks_per_element"]["issue"] * block_n * ELEMENTS_PER_TOKEN / machine.clock_hz * 1e6
+    clock_us = 1e6 / machine.clock_hz
+    issue_us = variant["clocks_per_element"]["issue"] * block_n * ELEMENTS_PER_TOKEN * clock_us
+    # the LDS pipe of a CU serves its workgroups' waves one access at a time
+    banks = variant.get("lds_banks", {}).get("models", {})
+    lds_us = banks[lds_model]["cycles_per_tile"] * variant["num_warps"] * sharing * clock_us if banks else 0.0
+    inorder_us = 0.0
+    if variant.get("loop_issue") and variant.get("waves_per_simd", 2) <= 1:
+        inorder_us = inorder_issue_clocks(variant["loop_issue"], machine.lds_clocks) * clock_us
     little_us = 0.0
     if counts["round_trips_per_tile"] <= 1 and counts["bytes_in_flight_per_unit"]:
-        little_us = block_n * TOKEN_BYTES * latency_us * per_unit / counts["bytes_in_flight_per_unit"]
-    per_tile = max(counts["round_trips_per_tile"] * latency_us, sharing * issue_us, little_us)
-    chain = (counts["round_trips_to_first_mma"] * latency_us + sharing * issue_us
-             + (tiles_per_program - 1) * per_tile + latency_us)
-    hbm_us = case["batch"] * case["kv_len"] * TOKEN_BYTES / machine.hbm_bytes_per_s * 1e6
+        little_us = block_n * TOKEN_BYTES[layout] * latency_us * per_unit / counts["bytes_in_flight_per_unit"]
+    work_us = max(sharing * issue_us, lds_us, inorder_us)  # a tile's work on its CU
+    per_tile = max(counts["round_trips_per_tile"] * latency_us, work_us, little_us)
+    chain = counts["round_trips_to_first_mma"] * latency_us + work_us + (tiles_per_program - 1) * per_tile + latency_us
+    moved = call_bytes(case, layout)
+    hbm_us = moved["split"] / machine.hbm_bytes_per_s * 1e6
     split_us = max(math.ceil(programs / (machine.units * per_unit)) * chain, hbm_us)
-    merge_us = {sub.MERGE_COMBINE: 2 * latency_us + 1.0,
-                sub.MERGE_FUSED: machine.atomic_us + case["num_splits"] * latency_us}.get(case["MERGE"], 0.0)
-    return machine.launch_us + (case["launches"] - 1) * machine.extra_launch_us + split_us + merge_us
+    merge_us = 0.0
+    if case["MERGE"] == sub.MERGE_COMBINE:
+        merge_us = max(2 * latency_us + COMBINE_WORK_US, moved["merge"] / machine.hbm_bytes_per_s * 1e6)
+    elif case["MERGE"] == sub.MERGE_FUSED:
+        merge_us = max(machine.atomic_us + merge_round_trips(variant, case["num_splits"]) * latency_us,
+                       moved["merge"] / machine.hbm_bytes_per_s * 1e6)
+    launch_us = machine.launch_us + (case["launches"] - 1) * machine.extra_launch_us
+    return {"launch_us": launch_us, "chain_us": chain, "hbm_us": hbm_us, "split_us": split_us, "merge_us": merge_us,
+            "per_tile_us": per_tile, "issue_us": issue_us, "lds_us": lds_us, "inorder_us": inorder_us,
+            "little_us": little_us, "bytes": moved["split"] + moved["merge"],
+            "total_us": launch_us + split_us + merge_us}
+
+
+def predict_us(case, variant, machine, layout="padded", lds_model=LDS_MODEL):
+    """call_terms' prediction of one call, in microseconds."""
+    return call_terms(case, variant, machine, layout, lds_model)["total_us"]
+
+
+# ---------------------------------------------------------------------------------------
+# Public MI355X decode paths, from their own kernels and bytes (the parameters' fit: tools/mi355x_prediction.py)
+# ---------------------------------------------------------------------------------------
+class PublicPath(NamedTuple):
+    """A public decode path on the MI355X as the model reads it: small kernels before the decode (each a launch, a
+    load and a store round trip, Q's bytes in and out), the decode's first kernel (a launch, the index's and a tile's
+    round trips and its store; at least floor_us of its own where measured) and, over several splits, the reduce (a
+    launch, two round trips, the partials' bytes)."""
+    kv_token_bytes: int  # bytes per KV token (fp8: 576)
+    small_kernels: int  # kernels before the decode
+    floor_us: float  # the decode kernel's measured minimum (0: none known)
+    splits: str  # how it splits a sequence: "fill" = max(1, 256 // batch), "fill32" = the same at most 32
+
+
+PUBLIC_SPLITS = {"fill": lambda batch: max(1, 256 // batch), "fill32": lambda batch: max(1, min(32, 256 // batch))}
+
+
+def public_path_us(path, batch, kv_len, machine):
+    """A public path's call in microseconds (PublicPath's model; the machine's launch_us for every launch)."""
+    splits = PUBLIC_SPLITS[path.splits](batch)
+    partials = batch * splits * PARTIAL_BYTES if splits > 1 else 0
+    rate = 1e6 / machine.hbm_bytes_per_s
+    small = path.small_kernels * (machine.launch_us + 2 * machine.round_trip_us + 2 * batch * Q_BYTES * rate)
+    decode = machine.launch_us + max(path.floor_us, 3 * machine.round_trip_us + rate * (
+        batch * kv_len * path.kv_token_bytes + batch * Q_BYTES + (partials or batch * OUT_BYTES)))
+    reduce = machine.launch_us + max(2 * machine.round_trip_us, rate * (partials + batch * OUT_BYTES)) if partials \
+        else 0.0
+    return small + decode + reduce
 
 
 def dispatched(rows):

@@ -18,7 +18,7 @@ The bank model (AMD's documentation, cited per fact):
   confirms CK's groups). Within a phase, distinct dword addresses on one bank serialize; lanes
   reading the same dword share it (broadcast). A phase takes max over banks of its distinct
   dwords there, at least 1 LDS clock.
-* Three models, all counted; the bound takes the worst:
+* Four models, all counted; the compile report's bound takes the worst of the first three:
   - "32 banks": phases as measured on gfx942 (<= 4 B per lane: 2 phases of 32 lanes; 8 B:
     4 of 16; 16 B: reads in CK's 8 lane groups, writes in 8 runs of 8 lanes). 128 B per clock.
   - "64 banks": the same bytes per phase doubled (<= 4 B: 1 phase of 64 lanes; 8 B: 2 of 32;
@@ -27,6 +27,10 @@ The bank model (AMD's documentation, cited per fact):
     CK's 8-lane groups (0-3+8-11+20-23+28-31, 4-7+12-15+16-19+24-27, then + 32: the pairing
     under which consecutive 16-byte blocks stay conflict-free), the other way the measured
     gfx942 groups could widen.
+  - "64 banks, measured": gfx950's own phases where HipKittens' experiments measured them (64
+    banks of 4 B; ds_read_b128 in 4 phases of 16 lanes 0-3+12-15+20-27, 4-11+16-19+28-31, the
+    same + 32; ds_read_b64 in 2 phases of 32 lanes; ds_write_b64 in 4 phases of 16 consecutive
+    lanes); the other accesses as "64 banks". 256 B per clock.
   ds_read2/write2 (two dwords or qwords per lane at two offsets) are served as one access of
   twice the width; 1- and 2-byte accesses as 4-byte ones; the transposing reads
   (ds_read_b64_tr_*) as 8-byte reads. Copies from global memory straight to LDS
@@ -67,6 +71,13 @@ def _paired(groups):
     return [groups[0] + groups[2], groups[1] + groups[3], groups[4] + groups[6], groups[5] + groups[7]]
 
 
+def _hipkittens_read_b128_groups():
+    """gfx950's measured ds_read_b128 phases: 0-3+12-15+20-27, 4-11+16-19+28-31, the same + 32."""
+    first = [*range(0, 4), *range(12, 16), *range(20, 28)]
+    second = [*range(4, 12), *range(16, 20), *range(28, 32)]
+    return [first, second, [lane + 32 for lane in first], [lane + 32 for lane in second]]
+
+
 # model name -> (banks, {(bytes per lane, "read" | "write"): phases}); widths not listed fall
 # back to the next wider one
 BANK_MODELS = {
@@ -80,7 +91,12 @@ BANK_MODELS = {
                                      (8, "read"): _contiguous(32), (8, "write"): _contiguous(32),
                                      (16, "read"): _paired(_ck_read_b128_groups()),
                                      (16, "write"): _contiguous(16)}),
+    "64 banks, measured": (64, {(4, "read"): _contiguous(64), (4, "write"): _contiguous(64),
+                                (8, "read"): _contiguous(32), (8, "write"): _contiguous(16),
+                                (16, "read"): _hipkittens_read_b128_groups(), (16, "write"): _contiguous(16)}),
 }
+MEASURED_MODEL = "64 banks, measured"  # gfx950's phases where measured (the latency model's LDS term)
+BOUND_MODELS = tuple(model for model in BANK_MODELS if model != MEASURED_MODEL)  # the compile report's bound
 
 
 def phases_for(model, width, kind):
@@ -126,7 +142,7 @@ def lds_bank_counts(asm_text, num_warps, innermost=False, matrix_prefix="v_mfma"
     """The main loop's LDS instructions (isa_latency.loop_region; innermost as there) for a
     workgroup of num_warps waves -> {"instructions": [{position, mnemonic, kind, bytes_per_lane,
     resolved, cycles {model: per wave}, ideal {model: per wave}}], "models": {model:
-    {"cycles_per_tile": per wave, "ideal_per_tile": per wave, "factor"}}, "worst_model",
+    {"cycles_per_tile": per wave, "ideal_per_tile": per wave, "factor"}}, "worst_model" (of BOUND_MODELS),
     "unresolved": [mnemonics], "max_instruction_factor": {model: worst cycles / ideal of one
     instruction}}. A wave's cycles are averaged over the workgroup's waves."""
     region = _main_loop(asm_text, matrix_prefix, innermost)
@@ -161,7 +177,7 @@ def lds_bank_counts(asm_text, num_warps, innermost=False, matrix_prefix="v_mfma"
         rows.append(row)
     models = {model: {"cycles_per_tile": round(c, 2), "ideal_per_tile": round(i, 2),
                       "factor": round(c / i, 3) if i else 1.0} for model, (c, i) in totals.items()}
-    worst = max(models, key=lambda m: models[m]["cycles_per_tile"]) if rows else None
+    worst = max(BOUND_MODELS, key=lambda m: models[m]["cycles_per_tile"]) if rows else None
     return {"instructions": rows, "models": models, "worst_model": worst,
             "unresolved": [r["mnemonic"] for r in rows if not r["resolved"]],
             "max_instruction_factor": {model: round(max((r["cycles"][model] / r["ideal"][model] for r in rows),
