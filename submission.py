@@ -209,9 +209,32 @@ def _cached_prediction(batch, kv_len, device, failures_so_far):
     return predicted_choice(batch, kv_len, device, _num_sms(device))
 
 
-# The split-kernel forms (Variant.describe()) the gfx950 emulator has run correctly: predicted_choice takes the
-# latency model's fastest candidate among them (docs/performance.md, v15). None is proven yet.
-EMULATOR_PROVEN = frozenset()
+# predicted_choice takes the latency model's fastest candidate among these forms (docs/performance.md, v15).
+# --- BEGIN EMULATOR PROVEN ---
+# Written by tools/gfx950/matrix.py from results/gfx950_matrix.json: the split-kernel forms
+# (Variant.describe()) every run of which on the gfx950 emulator was right.
+EMULATOR_PROVEN = frozenset({
+    'bf16 family, gfx950 conversion, 32-token tiles, 4 warps, 1 stage(s), merge combine, unmasked full tiles + masked tail',
+    'bf16 family, gfx950 conversion, 64-token tiles, 4 warps, 1 stage(s), merge combine, unmasked full tiles + masked tail',
+    'bf16 family, gfx950 conversion, 64-token tiles, 4 warps, 1 stage(s), merge direct, unmasked full tiles + masked tail',
+    'bf16 family, portable conversion, 16-token tiles, 4 warps, 1 stage(s), merge combine',
+    'bf16 family, portable conversion, 16-token tiles, 4 warps, 1 stage(s), merge direct',
+    'bf16 family, portable conversion, 32-token tiles, 4 warps, 1 stage(s), merge combine',
+    'bf16 family, portable conversion, 64-token tiles, 4 warps, 1 stage(s), merge combine',
+    'bf16 family, portable conversion, 64-token tiles, 4 warps, 1 stage(s), merge direct',
+    'once family, gfx950 conversion, 128-token tiles, 4 warps, 1 stage(s), merge combine, Gluon kernel',
+    'once family, gfx950 conversion, 128-token tiles, 4 warps, 1 stage(s), merge direct, Gluon kernel',
+    'once family, gfx950 conversion, 128-token tiles, 4 warps, 1 stage(s), merge fused, Gluon kernel, fences in every wave',
+    'scaled family, gfx950 conversion, 128-token tiles, 8 warps, 1 stage(s), merge combine, unmasked full tiles + masked tail, first tile early',
+    'scaled family, gfx950 conversion, 128-token tiles, 8 warps, 1 stage(s), merge direct, unmasked full tiles + masked tail, first tile early',
+    'scaled family, gfx950 conversion, 128-token tiles, 8 warps, 2 stage(s), merge combine, unmasked full tiles + masked tail',
+    'scaled family, gfx950 conversion, 128-token tiles, 8 warps, 2 stage(s), merge direct, unmasked full tiles + masked tail',
+    'scaled family, gfx950 conversion, 128-token tiles, 8 warps, 2 stage(s), merge fused, unmasked full tiles + masked tail, fences in every wave',
+    'scaled family, gfx950 conversion, 64-token tiles, 4 warps, 1 stage(s), merge combine, unmasked full tiles + masked tail, first tile early',
+    'scaled family, gfx950 conversion, 64-token tiles, 4 warps, 2 stage(s), merge combine, unmasked full tiles + masked tail, first tile early',
+    'scaled family, gfx950 conversion, 64-token tiles, 4 warps, 2 stage(s), merge fused, unmasked full tiles + masked tail, fences in every wave, first tile early',
+})
+# --- END EMULATOR PROVEN ---
 # --- BEGIN MI355X PREDICTION ---
 # Per case every gfx950 candidate's predicted us (tools/mi355x_prediction.py --write-submission: the
 # fitted parameters), fastest first; predicted_choice takes the first whose form EMULATOR_PROVEN holds.
@@ -221,8 +244,8 @@ PREDICTED_US = {
         (15.9, ('triton', 64, 4, 8, 2, 1, 2)),
         (20.5, ('triton', 128, 4, 8, 1, 2, 1)),
         (20.9, ('triton', 64, 4, 16, 2, 1, 1)),
+        (22.0, ('triton', 128, 4, 4, 1, 2, 1)),
         (22.1, ('triton', 64, 4, 8, 2, 1, 1)),
-        (22.1, ('triton', 128, 4, 4, 1, 2, 1)),
         (22.4, ('triton', 64, 4, 8, 1, 1, 1)),
         (23.8, ('triton', 32, 4, 16, 1, 0, 1)),
         (24.4, ('triton', 64, 4, 4, 2, 1, 1)),
@@ -231,8 +254,8 @@ PREDICTED_US = {
     (4, 8192): (
         (18.7, ('triton', 128, 4, 32, 1, 2, 2)),
         (20.5, ('triton', 128, 4, 64, 1, 2, 1)),
+        (22.0, ('triton', 128, 4, 32, 1, 2, 1)),
         (22.1, ('triton', 64, 4, 64, 2, 1, 1)),
-        (22.1, ('triton', 128, 4, 32, 1, 2, 1)),
         (22.4, ('triton', 64, 4, 64, 1, 1, 1)),
         (24.4, ('triton', 64, 4, 32, 2, 1, 1)),
         (25.1, ('triton', 128, 4, 16, 1, 2, 1)),
@@ -244,8 +267,8 @@ PREDICTED_US = {
         (13.8, ('triton', 128, 4, 4, 1, 2, 2)),
         (15.9, ('triton', 64, 4, 8, 2, 1, 2)),
         (20.6, ('triton', 128, 4, 8, 1, 2, 1)),
+        (22.0, ('triton', 128, 4, 4, 1, 2, 1)),
         (22.1, ('triton', 64, 4, 8, 2, 1, 1)),
-        (22.1, ('triton', 128, 4, 4, 1, 2, 1)),
         (22.4, ('triton', 64, 4, 8, 1, 1, 1)),
         (24.4, ('triton', 64, 4, 4, 2, 1, 1)),
         (25.1, ('triton', 128, 4, 2, 1, 2, 1)),
@@ -259,7 +282,7 @@ PREDICTED_US = {
         (34.5, ('triton', 128, 8, 8, 2, 1, 1)),
         (37.1, ('triton', 128, 8, 16, 2, 1, 1)),
         (37.1, ('triton', 128, 4, 16, 1, 2, 1)),
-        (43.5, ('triton', 128, 4, 4, 1, 2, 1)),
+        (43.3, ('triton', 128, 4, 4, 1, 2, 1)),
         (47.2, ('triton', 128, 8, 32, 2, 1, 1)),
         (62.6, ('triton', 64, 4, 16, 1, 0, 1)),
     ),
@@ -282,7 +305,7 @@ PREDICTED_US = {
         (53.2, ('triton', 128, 8, 8, 2, 1, 1)),
         (53.2, ('triton', 128, 4, 8, 1, 2, 1)),
         (59.8, ('triton', 128, 8, 16, 2, 1, 1)),
-        (68.0, ('triton', 128, 4, 2, 1, 2, 1)),
+        (67.5, ('triton', 128, 4, 2, 1, 2, 1)),
         (99.1, ('triton', 64, 4, 8, 1, 0, 1)),
     ),
     (256, 1024): (
@@ -2001,7 +2024,19 @@ def _invalidate_caches(value):
 
 
 @triton.jit
-def _merge_step(m_run, l_run, acc_run, invalid, m, l, acc, qk_scale_log2):
+def _product(a, b, AMD: tl.constexpr):
+    """a x b, elementwise. AMD: one v_mul_f32 in inline asm, rounded, fused into nothing: no v_pk_fma_f32 taking a
+    per-head weight from a pair's high half (op_sel:[0,1,0]), whose low-lane accumulation gfx950 intermittently
+    skips (ROCm/rocMLIR PR 2459), and no sum over splits that one wave fuses as fma(l0, w0, l1 w1) and another as
+    fma(l1, w1, l0 w0): replicated waves then differ in the last bit and race on one LDS word (the emulator)."""
+    if AMD:
+        return tl.inline_asm_elementwise("v_mul_f32 $0, $1, $2", "=v,v,v", [a, b], dtype=tl.float32, is_pure=True,
+                                         pack=1)
+    return a * b
+
+
+@triton.jit
+def _merge_step(m_run, l_run, acc_run, invalid, m, l, acc, qk_scale_log2, AMD: tl.constexpr):
     """S splits' m, l (S, H) (raw max, NaN: invalid; sum of p), acc (S, H, D) into the merge (m_run, l_run (H,), acc_run
     (H, D), invalid (H,); H may be absent) -> the merge; split s weighs 2^((m_s - max m) * qk_scale_log2)."""
     invalid = tl.maximum(invalid, tl.max((m != m).to(tl.int32), axis=0))
@@ -2010,8 +2045,9 @@ def _merge_step(m_run, l_run, acc_run, invalid, m, l, acc, qk_scale_log2):
     m_ref = tl.where(m_new > float("-inf"), m_new, 0.0)  # exp2(-inf) = 0 for empty splits
     run_weight = tl.exp2((m_run - m_ref) * qk_scale_log2)
     weight = tl.exp2((m - m_ref) * qk_scale_log2)
-    acc_run = acc_run * tl.expand_dims(run_weight, -1) + tl.sum(acc * tl.expand_dims(weight, -1), axis=0)
-    l_run = l_run * run_weight + tl.sum(l * weight, axis=0)
+    acc_run = _product(acc_run, tl.broadcast_to(tl.expand_dims(run_weight, -1), acc_run.shape), AMD) + \
+        tl.sum(_product(acc, tl.broadcast_to(tl.expand_dims(weight, -1), acc.shape), AMD), axis=0)
+    l_run = _product(l_run, run_weight, AMD) + tl.sum(_product(l, weight, AMD), axis=0)
     return m_new, l_run, acc_run, invalid
 
 
@@ -2025,7 +2061,7 @@ def _merged(acc_run, l_run, invalid, value_scale):
 
 @triton.jit
 def _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, value_scale,
-                  HEADS: tl.constexpr, SPLITS: tl.constexpr):
+                  HEADS: tl.constexpr, SPLITS: tl.constexpr, AMD: tl.constexpr):
     """FUSED, the last program: out[seq] from seq's partials, HEADS heads at a time; each pass issues the loads of
     SPLITS splits before it waits for any (read past the L1: .cg). Where SPLITS > num_splits (both powers of two)
     a pass loads each split SPLITS / num_splits times: their sums scale alike, and acc / l does not move (no masked
@@ -2045,7 +2081,8 @@ def _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_
             l = tl.load(ml_rows + NUM_HEADS_C, cache_modifier=".cg")
             acc = tl.load(part_acc_ptr + (part[:, None, None] * NUM_HEADS_C + heads[None, :, None]) * V_DIM_C
                           + dims[None, None, :], cache_modifier=".cg")
-            m_run, l_run, acc_run, invalid = _merge_step(m_run, l_run, acc_run, invalid, m, l, acc, qk_scale_log2)
+            m_run, l_run, acc_run, invalid = _merge_step(m_run, l_run, acc_run, invalid, m, l, acc, qk_scale_log2,
+                                                         AMD)
         tl.store(out_ptr + (seq * NUM_HEADS_C + heads[:, None]) * V_DIM_C + dims[None, :],
                  _merged(acc_run, l_run, invalid, value_scale))
 
@@ -2079,7 +2116,7 @@ def _write_result(acc, m_i, l_i, range_ok, seq, split, num_splits, out_ptr, part
                 if WAVE_FENCES:  # every wave that reads the partials drops its stale lines first
                     seq = _invalidate_caches(seq)
                 _merge_splits(out_ptr, part_acc_ptr, part_ml_ptr, seq, num_splits, qk_scale_log2, value_scale,
-                              MERGE_HEADS, MERGE_SPLITS)
+                              MERGE_HEADS, MERGE_SPLITS, WAVE_FENCES)  # the fences are AMD's FUSED forms
                 # phase merged: finished
 
 
@@ -2163,7 +2200,7 @@ def _mla_combine_kernel(out_ptr, part_acc_ptr, part_ml_ptr, num_splits, qk_scale
         l = tl.load(part_ml_ptr + parts * (2 * NUM_HEADS_C) + NUM_HEADS_C + head, mask=in_range, other=0.0)
         acc = tl.load(part_acc_ptr + (parts[:, None] * NUM_HEADS_C + head) * V_DIM_C + dims[None, :],
                       mask=in_range[:, None], other=0.0)
-        m_run, l_run, acc_run, invalid = _merge_step(m_run, l_run, acc_run, invalid, m, l, acc, qk_scale_log2)
+        m_run, l_run, acc_run, invalid = _merge_step(m_run, l_run, acc_run, invalid, m, l, acc, qk_scale_log2, False)
     tl.store(out_ptr + (seq * NUM_HEADS_C + head) * V_DIM_C + dims, _merged(acc_run, l_run, invalid, value_scale))
 
 

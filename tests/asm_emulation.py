@@ -8,7 +8,8 @@ narrower than 32 bits shares a register with its neighbours, element 0 in the lo
 * AMDGPU (gfx950): `v_cvt_scalef32_pk_bf16_fp4` with op_sel (byte op_sel[0] + 2
   op_sel[1] of the source; its low nibble to the low half; times 2^(exponent field of the
   float32 scale - 127), NaN for field 255; the results rounded to bf16 to nearest even,
-  subnormals kept) and `v_mov_b32` (the register pin).
+  subnormals kept), `v_mov_b32` (the register pin) and `v_mul_f32` (the FUSED merge's
+  products, kept out of packed FMAs; float32, rounded to nearest even).
 
 * AMDGPU `s_waitcnt` alone (the FUSED merge's wait for a wave's stores) and the cache
   operations `buffer_inv` / `buffer_wbl2` (its acquire and release), their one output tied to
@@ -84,6 +85,8 @@ def _execute(program, registers):
         dst, args = operands[0], [value(o) for o in operands[1:]]
         if opcode == "v_mov_b32":
             result = args[0]
+        elif opcode == "v_mul_f32":
+            result = (args[0].view(np.float32) * args[1].view(np.float32)).view(np.uint32)
         elif opcode == "v_cvt_scalef32_pk_bf16_fp4":
             op_sel = [int(x) for x in modifiers.get("op_sel", "0,0,0").split(",")]
             result = _cvt_scalef32_pk_bf16_fp4(args[0], args[1], op_sel)

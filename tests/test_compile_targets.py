@@ -177,7 +177,7 @@ def test_gfx950_native_loop_meets_the_valu_goal(rows):
 def test_report_covers_every_launch_the_dispatch_uses(monkeypatch):
     """What submission.choose() picks for each leaderboard case on each target (the
     measured table where it has the case, else the prediction) is among the launches the
-    report builds."""
+    report builds (the Gluon kernel's: its gluon rows, one per merge)."""
     sys.path.insert(0, str(ROOT / "tools"))
     import compile_report
     import submission
@@ -189,7 +189,11 @@ def test_report_covers_every_launch_the_dispatch_uses(monkeypatch):
         submission._cached_prediction.cache_clear()
         chosen = {submission.make_launch(*submission.choose(b, n, cpu)[1:])
                   for b, n in compile_report.LEADERBOARD_CASES}
-        assert chosen <= set(compile_report.dispatched_launches(target)), target
+        gluon = {launch for launch in chosen if submission.variants_for(
+            arch, platform, launch.block_n, launch.num_warps, launch.num_stages, launch.scores, launch.merge)[0].gluon}
+        assert not gluon or target == "gfx950", target  # the Gluon kernel: built in each of GLUON_MERGES
+        assert {launch.merge for launch in gluon} <= set(compile_report.GLUON_MERGES), target
+        assert chosen - gluon <= set(compile_report.dispatched_launches(target)), target
     submission._cached_prediction.cache_clear()
 
 
@@ -230,7 +234,19 @@ RETIRED_FORMS = {
     "split|bf16|gfx950|64|4|1|2": "BF16 FUSED merge with FUSED_CHUNK 2",
     "split|bf16|gfx950|32|4|1|2": "BF16 FUSED merge with FUSED_CHUNK 4",
     "split|scaled|gfx950|64|4|2|2": "SCALED FUSED merge of 4 heads a split a pass",
+    # the Gluon kernel's rope and scale copies keep to a row's bytes (the gfx950 emulator found them reading past
+    # the KV and scale buffers' ends): 368 -> 360 registers, VALU 1.60 -> 1.57 a KV element, the rest equal
+    **{f"gluon|once|gfx950|128|4|1|{merge}": "Gluon copies that read past the buffers' ends" for merge in range(3)},
 }
+
+
+def with_scaled_as_dispatched(figures):
+    """Case figures as the baseline keyed them: since the dispatch follows the latency model among the forms the
+    emulator proved (issue 38), a case's "dispatched" row is the Gluon kernel (held by
+    test_the_dispatched_cases_are_the_models_fastest) and the baseline's dispatched SCALED launch is its "scaled"
+    row."""
+    kept = {k: v for k, v in figures.items() if not k.endswith((" dispatched", " scaled"))}
+    return {**kept, **{k[:-len("scaled")] + "dispatched": v for k, v in figures.items() if k.endswith(" scaled")}}
 
 
 def baseline_changes(baseline, figures):
@@ -251,15 +267,40 @@ def test_the_gfx950_figures_are_the_house_baselines(table):
     test above holds it to a fresh build) as in the baseline, except for retired forms."""
     house_baseline, baseline = _house_baseline()
     rows = json.loads(committed_report(RUNNER_TRITON).read_text())
-    figures = {"variants": house_baseline.variant_figures, "cases": house_baseline.case_figures}[table](rows)
+    figures = {"variants": house_baseline.variant_figures,
+               "cases": lambda rows: with_scaled_as_dispatched(house_baseline.case_figures(rows))}[table](rows)
     changed, added = baseline_changes(baseline[table], figures)
     assert set(changed) <= set(RETIRED_FORMS), {k: (baseline[table][k], figures.get(k)) for k in changed}
     assert added == [], added
 
 
-def test_the_gfx950_tuning_candidates_are_the_house_baselines():
+def test_the_gfx950_tuning_candidates_are_the_house_baselines(monkeypatch):
+    """With no form proven on the emulator, the baseline's lists; with the file's EMULATOR_PROVEN, the same
+    candidates, the model's fastest first."""
     house_baseline, baseline = _house_baseline()
+    import compile_report
+    sub = compile_report.sub
+    proven = house_baseline.candidate_lists()
+    monkeypatch.setattr(sub, "EMULATOR_PROVEN", frozenset())
     assert house_baseline.candidate_lists() == baseline["candidates"]
+    for case, ranked in proven.items():
+        assert sorted(ranked) == sorted(baseline["candidates"][case]), case
+        assert ranked[0] == sub.describe_choice(sub.PREDICTED_US[eval(case)][0][1]), case
+
+
+def test_the_dispatched_cases_are_the_models_fastest():
+    """The committed runner's-Triton report's gfx950 "dispatched" case rows: per case the model's fastest
+    candidate (PREDICTED_US's first: every form is proven), the Gluon kernel, with a bound."""
+    rows = json.loads(committed_report(RUNNER_TRITON).read_text())
+    sys.path.insert(0, str(ROOT / "tools"))
+    import compile_report
+    sub = compile_report.sub
+    cases = {(r["batch"], r["kv_len"]): r for r in rows
+             if r["row"] == "case" and r["target"] == "gfx950" and r["role"] == "dispatched"}
+    assert set(cases) == set(compile_report.LEADERBOARD_CASES)
+    for case, row in cases.items():
+        assert tuple(row["choice"]) == ("triton", *sub.make_launch(*sub.PREDICTED_US[case][0][1][1:])), case
+        assert row["kernel"] == "_gluon_split_kernel" and row["bound_us"] > 0, row
 
 
 FUSED_RELEASE_SCRIPT = """
@@ -276,7 +317,9 @@ for variant, splits in compile_report.fused_forms("gfx950").items():
     row = compile_report.compile_one("gfx950", fn, signature, consts, variant.num_warps, variant.num_stages)
     found.append({"variant": variant.describe(), "error": row.get("error"), "num_warps": variant.num_warps,
                   "splits": splits, "merge_pass": [consts["MERGE_HEADS"], consts["MERGE_SPLITS"]],
-                  "spills": row.get("spills"), "release": row.get("release"), "fences": row.get("fused_fences")})
+                  "spills": row.get("spills"), "release": row.get("release"), "fences": row.get("fused_fences"),
+                  "high_broadcast_fmas": [f for f in row.get("forms", []) if f.startswith("v_pk_fma_f32")
+                                          and "op_sel:[0,1,0]" in f]})
     if "error" in row or not row["release"]["ordered"]:
         break  # the test fails on this one: no need to build the rest
 print(json.dumps(found))
@@ -306,6 +349,15 @@ def test_every_fused_form_on_gfx950_waits_for_every_wave_before_its_release(fuse
         assert form["release"]["ordered"], form
         assert (form["fences"]["release_waves"], form["fences"]["acquire_in_every_wave"]) == (1, True), form
     assert len(forms) >= 3 and {"bf16", "scaled"} <= {f["variant"].split()[0] for f in forms}, forms
+
+
+def test_every_fused_form_on_gfx950_keeps_its_merge_off_the_packed_fma_gfx950_mis_executes(fused_forms_built):
+    """gfx950 intermittently skips the low lane's accumulation of v_pk_fma_f32 with op_sel:[0,1,0] (ROCm/rocMLIR PR
+    2459); the merge in passes built into it in every FUSED form until its products became one v_mul_f32 each
+    (submission._product). Fresh builds with the runner's Triton (the committed reports' forms:
+    tests/test_gfx950_corpus.py)."""
+    assert fused_forms_built and all(form["high_broadcast_fmas"] == [] for form in fused_forms_built), \
+        fused_forms_built
 
 
 def test_every_fused_form_on_gfx950_loads_a_pass_of_its_merge_before_waiting(fused_forms_built):
@@ -348,8 +400,7 @@ import compile_report
 cases = {}
 with compile_report._dispatching_as("gfx950"):
     for case in compile_report.LEADERBOARD_CASES:
-        choice = compile_report.sub.choose(*case, compile_report.sub.torch.device("cpu"))
-        launch = compile_report.sub.make_launch(*choice[1:])
+        launch = compile_report.sub.scaled_launch(*case, compile_report.MI355X["units"])
         (fn, signature, consts), variant = compile_report._first_variant("gfx950", launch)
         row = compile_report.compile_one("gfx950", fn, signature, consts, variant.num_warps, variant.num_stages)
         clocks = row.get("clocks_per_element_conflict_free", {})  # issue 24's model: no bank conflicts
@@ -361,8 +412,8 @@ with compile_report._dispatching_as("gfx950"):
                             if clocks else None}
 print(json.dumps(cases))
 """
-# Issue 24's static goals, counted by tools/isa_latency.py on the runner's Triton for the variant
-# the gfx950 dispatch predicts. The small cases ((4, *) and (32, 1024), 64-token tiles at 2
+# Issue 24's static goals, counted by tools/isa_latency.py on the runner's Triton for SCALED's
+# launch (the gfx950 dispatch where no form is proven on the emulator). The small cases ((4, *) and (32, 1024), 64-token tiles at 2
 # stages): each tile's loads issued together, >= 8 KB in flight per CU (met: 36.3), and at most
 # 2 round trips before the first MFMA (NOT met: 3, from 5; the straight-line first tile stages
 # one operand through LDS, and Triton places the K bytes' loads after that barrier). The
@@ -434,7 +485,7 @@ def issue13_rows(rows, role):
 def test_gfx950_scaled_variant_meets_issue13_goals(rows):
     if rows[0]["triton"] != RUNNER_TRITON:
         pytest.skip("issue 13's goals are counted on the runner's Triton")
-    variant, case = issue13_rows(rows, "dispatched")
+    variant, case = issue13_rows(rows, "scaled")
     assert (case["family"], case["BLOCK_N"], case["num_warps"], case["num_stages"], case["convert"]) == \
         ("scaled", 128, 8, 2, "gfx950"), case
     assert variant["spills"] == 0 and variant["regs_total"] <= 256, variant

@@ -358,8 +358,9 @@ def test_self_check_on_the_native_primitive(sub, block_n):
 
 
 def test_dispatch_prefers_aiter_for_big_cases_once_the_native_primitives_failed(sub, monkeypatch):
-    """gfx950 with aiter: the SCALED family first; once its native variant failed, the BF16
-    family's; once that failed too, aiter above 64k tokens in the batch."""
+    """gfx950 with aiter, no form proven on the emulator: the SCALED family first; once its native variant
+    failed, the BF16 family's; once that failed too, aiter above 64k tokens in the batch."""
+    monkeypatch.setattr(sub, "EMULATOR_PROVEN", frozenset())
     monkeypatch.setattr(sub, "AITER", {"fake": True})
     monkeypatch.setattr(sub, "_arch", lambda device: "gfx950")
     cpu = torch.device("cpu")

@@ -20,7 +20,7 @@ from gfx950 import banks  # noqa: E402
 from gfx950.asm import parse  # noqa: E402
 
 LANES = np.arange(64)
-STATIC = ["32 banks", "64 banks", "64 banks, paired groups"]
+STATIC = banks.STATIC_MODELS  # the compile report's models, the measured one among them
 MEASURED = banks.MEASURED
 # v1: lane l's address (element l of the tensor argument); v[4:7] written, for the stores
 ADDRESS_KERNEL = """
@@ -146,13 +146,18 @@ def test_every_wave_and_workgroup_is_counted():
                                                 (16, 1, "write"), (4, 2, "read"), (8, 2, "write")])
 def test_full_waves_count_as_the_compile_reports_static_walk(width, parts, kind):
     """On a full wave the counting is lds_banks.address_cycles's, clocks and conflict-free
-    clocks both, on addresses full of conflicts and broadcasts."""
+    clocks both, on addresses full of conflicts and broadcasts (the measured model's
+    conflict-free clocks here are its phases, never fewer than the static walk's bytes / 256)."""
     rng = np.random.default_rng(width * 10 + parts)
     for _ in range(20):
         addresses = [rng.integers(0, 96, 64) * rng.choice([4, 16, 64, 256]) for _ in range(parts)]
         for model in STATIC:
             mine = banks.access_cycles(addresses, width, np.ones(64, bool), model, "ds_any", kind)
-            assert mine == lds_banks.address_cycles(addresses, width, model, kind), (model, addresses)
+            theirs = lds_banks.address_cycles(addresses, width, model, kind)
+            if model == MEASURED:
+                assert mine[0] == theirs[0] and mine[1] >= theirs[1], (model, addresses)
+            else:
+                assert mine == theirs, (model, addresses)
 
 
 def test_measured_model_differs_from_64_banks_only_where_measured():

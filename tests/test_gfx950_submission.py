@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import gfx950  # noqa: E402
@@ -41,6 +42,46 @@ def pick(variants, sub, family, merge, gluon=None, block_n=None, first=True):
                 and (gluon is None or variant.gluon == gluon) and (block_n is None or variant.block_n == block_n)):
             return variant
     raise AssertionError(f"no {family}/{merge} variant among {len(variants)}")
+
+
+def test_the_proven_forms_are_the_matrixs_and_it_ran_todays_kernels(sub, variants):
+    """submission.py's EMULATOR_PROVEN (what predicted_choice picks from) is what tools/gfx950/matrix.py writes
+    from results/gfx950_matrix.json: the variants every run of which was right; every variant the MI355X can
+    pick is in the matrix; and the matrix ran the kernels submission.py has now (a kernel or a constant it
+    names changed since: rerun the matrix)."""
+    import json
+    from gfx950 import matrix
+    results = json.loads(matrix.RESULT.read_text())
+    assert results["kernels_sha256"] == matrix.kernels_fingerprint(sub), "kernels changed: run tools/gfx950/matrix.py"
+    assert {row["variant"] for row in results["runs"]} >= {v.describe() for v in variants}
+    assert sub.EMULATOR_PROVEN == frozenset(matrix.proven(results["runs"], variants))
+    assert f"{matrix.PROVEN_BEGIN}\n" in Path(sub.__file__).read_text()
+
+
+def test_a_variant_is_proven_by_every_run_of_it_right():
+    from types import SimpleNamespace
+    from gfx950 import matrix
+    a, b, c = (SimpleNamespace(describe=lambda name=name: name) for name in "abc")
+    rows = [{"variant": "a", "verdict": "right"}, {"variant": "a", "verdict": "right"},
+            {"variant": "b", "verdict": "right"}, {"variant": "b", "verdict": "wrong: head 3"}]
+    assert matrix.proven(rows, [a, b, c]) == ["a"]  # b: one run wrong; c: never run
+
+
+def test_the_fingerprint_follows_kernels_and_the_constants_they_name(sub, monkeypatch):
+    from gfx950 import matrix
+    before = matrix.kernels_fingerprint(sub)
+    monkeypatch.setattr(sub, "describe_choice", lambda choice: "host code")
+    assert matrix.kernels_fingerprint(sub) == before
+    monkeypatch.setattr(sub, "GL_SCALE_WORDS", sub.GL_SCALE_WORDS + 1)
+    assert matrix.kernels_fingerprint(sub) != before
+    monkeypatch.undo()
+    assert matrix.kernels_fingerprint(sub) == before
+
+    @triton.jit
+    def another_tiles(x):
+        pass
+    monkeypatch.setattr(sub, "_gl_tiles", another_tiles)
+    assert matrix.kernels_fingerprint(sub) != before
 
 
 # One case per family and merge: uneven sequences (a single token, a partial tile, several

@@ -557,9 +557,11 @@ def _first_variant(target_name, launch):
     return _build_spec(variant), variant
 
 
-def case_rows(target_name, variant_rows):
-    """Per leaderboard case: the dispatched split variant's static bound (gfx950: also the
-    BF16 family's default launch)."""
+def case_rows(target_name, variant_rows, gluon_rows=()):
+    """Per leaderboard case the static bound of: the dispatch's choice ("dispatched": on gfx950 the latency
+    model's fastest form the emulator proved, the Gluon kernel where it is one: its bound from `gluon_rows`);
+    on gfx950 also SCALED's launch ("scaled": the choice where no proven form is left) and the BF16 family's
+    default launch ("bf16-default")."""
     _, arch, units, _ = TARGETS[target_name]
     machine = MI355X if target_name == "gfx950" else H200
     with _dispatching_as(target_name):
@@ -571,8 +573,14 @@ def case_rows(target_name, variant_rows):
         if choice[0] == "triton":
             launches.append(("dispatched", sub.make_launch(*choice[1:])))
         if arch in sub.SCALED_NATIVE:
+            launches.append(("scaled", sub.scaled_launch(batch, kv_len, units)))
             launches.append(("bf16-default", sub.default_launch(batch, kv_len, units)))
         for role, launch in launches:
+            if launch.scores == sub.ONCE_SCORES and sub.variants_for(arch, TARGETS[target_name][3], launch.block_n,
+                                                                     launch.num_warps, launch.num_stages, launch.scores,
+                                                                     launch.merge)[0].gluon:
+                rows.append(_gluon_case_row(batch, kv_len, launch, gluon_rows, role))
+                continue
             (fn, _, consts), variant = _first_variant(target_name, launch)
             built = [r for r in variant_rows if r["target"] == target_name and r["kernel"] == fn.__name__
                      and r["num_warps"] == variant.num_warps and r["num_stages"] == variant.num_stages
@@ -675,30 +683,32 @@ def gluon_kernargs(asm):
     return {offsets[name]: value for name, value in GLUON_ARGUMENTS.items()}
 
 
+def _gluon_case_row(batch, kv_len, launch, gluon_rows, role):
+    """One case row of the Gluon kernel in `launch` (its merge's build among `gluon_rows`)."""
+    built = [r for r in gluon_rows if r["MERGE"] == launch.merge and "error" not in r]
+    row = {"row": "case", "target": "gfx950", "triton": triton.__version__, "batch": batch, "kv_len": kv_len,
+           "role": role, "choice": ["triton", *launch], "kernel": "_gluon_split_kernel",
+           "family": sub.FAMILY_NAMES[sub.ONCE_SCORES], "convert": sub.CONVERT_NAMES[sub.GFX950],
+           "BLOCK_N": launch.block_n, "num_warps": launch.num_warps, "num_stages": launch.num_stages,
+           "num_splits": launch.num_splits, "merge": sub.MERGE_NAMES[launch.merge], "MERGE": launch.merge,
+           "launches": 2 if launch.merge == sub.MERGE_COMBINE else 1,
+           "elements_per_unit": batch * kv_len * sub.QK_HEAD_DIM / MI355X["units"]}
+    if built and built[0].get("clocks_per_element"):
+        clocks = built[0]["clocks_per_element"]
+        limiter = max(clocks, key=clocks.get)
+        row.update(clocks_per_element=clocks, limiter=limiter,
+                   bound_us=round(clocks[limiter] * row["elements_per_unit"] / MI355X["clock_hz"] * 1e6, 2),
+                   hbm_us=round(clocks["hbm"] * row["elements_per_unit"] / MI355X["clock_hz"] * 1e6, 2),
+                   waves_per_simd=built[0].get("waves_per_simd"), spills=built[0]["spills"])
+    else:
+        row["error"] = built[0].get("error", "no loop") if built else "gluon kernel not built"
+    return row
+
+
 def gluon_case_rows(gluon_rows):
     """Per leaderboard case the Gluon kernel's bound in once_launch's split count (its merge's build)."""
-    rows = []
-    for batch, kv_len in LEADERBOARD_CASES:
-        launch = sub.once_launch(batch, kv_len, MI355X["units"])
-        built = [r for r in gluon_rows if r["MERGE"] == launch.merge and "error" not in r]
-        row = {"row": "case", "target": "gfx950", "triton": triton.__version__, "batch": batch, "kv_len": kv_len,
-               "role": "gluon", "choice": ["triton", *launch], "kernel": "_gluon_split_kernel",
-               "family": sub.FAMILY_NAMES[sub.ONCE_SCORES], "convert": sub.CONVERT_NAMES[sub.GFX950],
-               "BLOCK_N": launch.block_n, "num_warps": launch.num_warps, "num_stages": launch.num_stages,
-               "num_splits": launch.num_splits, "merge": sub.MERGE_NAMES[launch.merge], "MERGE": launch.merge,
-               "launches": 2 if launch.merge == sub.MERGE_COMBINE else 1,
-               "elements_per_unit": batch * kv_len * sub.QK_HEAD_DIM / MI355X["units"]}
-        if built and built[0].get("clocks_per_element"):
-            clocks = built[0]["clocks_per_element"]
-            limiter = max(clocks, key=clocks.get)
-            row.update(clocks_per_element=clocks, limiter=limiter,
-                       bound_us=round(clocks[limiter] * row["elements_per_unit"] / MI355X["clock_hz"] * 1e6, 2),
-                       hbm_us=round(clocks["hbm"] * row["elements_per_unit"] / MI355X["clock_hz"] * 1e6, 2),
-                       waves_per_simd=built[0].get("waves_per_simd"), spills=built[0]["spills"])
-        else:
-            row["error"] = built[0].get("error", "no loop") if built else "gluon kernel not built"
-        rows.append(row)
-    return rows
+    return [_gluon_case_row(batch, kv_len, sub.once_launch(batch, kv_len, MI355X["units"]), gluon_rows, "gluon")
+            for batch, kv_len in LEADERBOARD_CASES]
 
 
 def candidate_variants(target_name):
@@ -734,9 +744,9 @@ def report(target_names) -> list:
     rows = []
     for name in target_names:
         variants = [compile_one(name, *variant) for variant in kernel_variants(name)]
-        rows += variants + case_rows(name, variants)
-        if name == "gfx950":
-            gluon_rows = [compile_gluon(merge) for merge in GLUON_MERGES]
+        gluon_rows = [compile_gluon(merge) for merge in GLUON_MERGES] if name == "gfx950" else []
+        rows += variants + case_rows(name, variants, gluon_rows)
+        if gluon_rows:
             rows += gluon_rows + gluon_case_rows(gluon_rows)
     return rows
 

@@ -225,8 +225,9 @@ def public_path_us(path, batch, kv_len, machine):
 
 
 def dispatched(rows):
-    """(case row, variant row) of every dispatched gfx950 case of a compile report."""
-    variants = [r for r in rows if r["row"] == "variant" and r["target"] == "gfx950"]
+    """(case row, build row) of every dispatched gfx950 case of a compile report (a split variant, or the Gluon
+    kernel's build where the dispatch picks it)."""
+    variants = [r for r in rows if r["row"] in ("variant", "gluon") and r["target"] == "gfx950"]
     for case in rows:
         if case["row"] == "case" and case["target"] == "gfx950" and case["role"] == "dispatched":
             yield case, next(v for v in variants if all(v.get(k) == case[k] for k in VARIANT_KEYS))

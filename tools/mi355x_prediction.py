@@ -184,19 +184,24 @@ def geomean(values):
 
 
 def summary(table):
-    """Per case: the dispatch's choice where nothing was measured and nothing is proven on the emulator (today's
-    SCALED) and the model's fastest candidate, each at every machine; and their geomeans."""
+    """Per case: SCALED's launch (the dispatch where nothing was measured, before the emulator proved a form),
+    the dispatch's choice now (predicted_choice: the model's fastest form in EMULATOR_PROVEN) and the model's
+    fastest candidate, each at every machine; and their geomeans."""
     out = {"cases": {}, "geomean": {}}
+    columns = ("scaled", "dispatched", "fastest")
     with compile_report._dispatching_as("gfx950"):
         for case, found in table.items():
-            dispatched = sub.describe_choice(sub.predicted_choice(*case, sub.torch.device("cpu"), 256))
-            row = next(r for r in found if r["candidate"] == dispatched)
-            fastest = min(found, key=lambda r: r["us"]["fitted"])
-            out["cases"][str(case)] = {"dispatched": row["candidate"], "dispatched_us": row["us"],
-                                       "fastest": fastest["candidate"], "fastest_us": fastest["us"]}
-    for which in ("dispatched_us", "fastest_us"):
-        out["geomean"][which] = {name: round(geomean([c[which][name] for c in out["cases"].values()]), 2)
-                                 for name in ("low", "fitted", "high")}
+            by_name = {r["candidate"]: r for r in found}
+            picks = {"scaled": by_name[sub.describe_choice(("triton", *sub.scaled_launch(*case, 256)))],
+                     "dispatched": by_name[sub.describe_choice(sub.predicted_choice(*case, sub.torch.device("cpu"),
+                                                                                    256))],
+                     "fastest": min(found, key=lambda r: r["us"]["fitted"])}
+            out["cases"][str(case)] = {key: value for name in columns
+                                       for key, value in ((name, picks[name]["candidate"]),
+                                                          (f"{name}_us", picks[name]["us"]))}
+    for name in columns:
+        out["geomean"][f"{name}_us"] = {at: round(geomean([c[f"{name}_us"][at] for c in out["cases"].values()]), 2)
+                                        for at in ("low", "fitted", "high")}
     return out
 
 
@@ -237,14 +242,14 @@ def main(argv=None):
                   f"{t['chain_us']:>6.1f} hbm {t['hbm_us']:>6.1f} tile {t['per_tile_us']:>5.2f} lds {t['lds_us']:>5.2f}"
                   f" in-order {t['inorder_us']:>5.2f} merge {t['merge_us']:>5.1f}")
     result = summary(table)
-    print("\nper case: the dispatch where nothing is measured or proven (SCALED) | the model's fastest")
+    print("\nper case: SCALED (the dispatch before the emulator proved a form) | the dispatch now (the model's fastest "
+          "form in EMULATOR_PROVEN) | the model's fastest")
     for case, row in result["cases"].items():
-        print(f"  {case:<12} {row['dispatched']:<32} {row['dispatched_us']['fitted']:>7.1f} | {row['fastest']:<32} "
-              f"{row['fastest_us']['fitted']:>7.1f} ({row['fastest_us']['low']:.1f}-{row['fastest_us']['high']:.1f})")
-    g = result["geomean"]
-    print(f"  geomean: dispatched {g['dispatched_us']['fitted']} us ({g['dispatched_us']['low']}-"
-          f"{g['dispatched_us']['high']}), fastest {g['fastest_us']['fitted']} us ({g['fastest_us']['low']}-"
-          f"{g['fastest_us']['high']})")
+        print(f"  {case:<12} " + " | ".join(f"{row[name]:<32} {row[name + '_us']['fitted']:>6.1f}"
+                                           for name in ("scaled", "dispatched", "fastest")))
+    print("  geomean: " + ", ".join(f"{name} {g['fitted']} us ({g['low']}-{g['high']})" for name, g in
+                                    ((name, result["geomean"][f"{name}_us"]) for name in ("scaled", "dispatched",
+                                                                                          "fastest"))))
     if options.write_submission:
         write_submission(prediction_block(table))
         print("\nsubmission.py: MI355X PREDICTION block rewritten")

@@ -34,6 +34,22 @@ MUTATIONS = [
              '    tl.inline_asm_elementwise("s_waitcnt vmcnt(0) ; $0", "=v", [], dtype=tl.int32, is_pure=False, pack=1)',
              '    tl.inline_asm_elementwise("s_nop 0 ; $0", "=v", [], dtype=tl.int32, is_pure=False, pack=1)',
              EMULATED + ["scaled-fused"]),
+    mutation("FUSED merge: its products a plain multiply on AMD too (packed FMAs taking a weight from a pair's "
+             "high half, op_sel:[0,1,0], which gfx950 mis-executes)",
+             '    if AMD:\n        return tl.inline_asm_elementwise("v_mul_f32 $0, $1, $2"',
+             '    if False:\n        return tl.inline_asm_elementwise("v_mul_f32 $0, $1, $2"',
+             COMPILE + ["packed_fma_gfx950_mis_executes"]),
+    mutation("emulated matrix: a variant proven by one right run, not by every run",
+             "if verdicts.get(v.describe()) and all(verdicts[v.describe()])",
+             "if verdicts.get(v.describe()) and any(verdicts[v.describe()])",
+             EMULATED + ["proven_by_every_run"], path="tools/gfx950/matrix.py"),
+    mutation("emulated matrix: the kernels' fingerprint leaves out the constants they name",
+             "                 if name in named and isinstance(value, (bool, int, float, str, tuple))}",
+             "                 if False}",
+             EMULATED + ["fingerprint"], path="tools/gfx950/matrix.py"),
+    mutation("emulated dispatch: EMULATOR_PROVEN not what the matrix proved (a form dropped)",
+             "    'bf16 family, portable conversion, 16-token tiles, 4 warps, 1 stage(s), merge direct',\n", "",
+             EMULATED + ["proven_forms_are_the_matrixs"]),
     # (not planted: the Gluon FUSED form's per-wave store wait, since wave 0 alone stores its partials and
     # its own buffer_wbl2 follows them in order; the standard FUSED form's per-wave buffer_inv, since the
     # atomic's acquire already invalidates the XCD's L2. Both stay, held by tests/test_compile_targets.py.)

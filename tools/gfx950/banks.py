@@ -12,20 +12,20 @@ the lane addresses it really had, counted in LDS clocks under each bank model.
 The models (a bank is 4 bytes; within a phase, distinct 4-byte words on one bank serialize,
 one word read by several lanes is a broadcast; a phase takes as many clocks as its deepest
 bank has distinct words):
-* the compile report's three (tools/lds_banks.py, BANK_MODELS and phases_for, used as they
-  are: "32 banks", "64 banks", "64 banks, paired groups"), with its conventions: ds_read2 /
+* the compile report's four (tools/lds_banks.py, BANK_MODELS and phases_for, used as they
+  are: "32 banks", "64 banks", "64 banks, paired groups" and MEASURED), with its conventions: ds_read2 /
   ds_write2 (and st64) count as one access of twice the width over both halves' words; 1- and
   2-byte accesses as 4-byte ones; ds_read_b64_tr_* as 8-byte reads; a load to LDS as a write
   of its width.
-* MEASURED, gfx950 as HipKittens measured it (../shared/notes/gfx950.md, "LDS banks"): 64
-  banks; ds_read_b128 in 4 phases of 16 lanes {0-3, 12-15, 20-27}, {4-11, 16-19, 28-31} and
-  the same + 32; ds_read_b64 in 2 phases (lanes 0-31, 32-63); ds_write_b64 in 4 phases of 16
-  consecutive lanes; every other access as "64 banks" serves it.
+* MEASURED ("64 banks, measured"), gfx950 as HipKittens measured it (../shared/notes/gfx950.md,
+  "LDS banks"): 64 banks; 16-byte reads in 4 phases of 16 lanes {0-3, 12-15, 20-27},
+  {4-11, 16-19, 28-31} and the same + 32; 8-byte reads in 2 phases (lanes 0-31, 32-63),
+  8-byte writes in 4 phases of 16 consecutive lanes; every other access as "64 banks".
 
 An access's conflict-free clocks are its phases that have an active lane: for the compile
 report's models, on a full wave, that is its own conflict-free count (bytes / (4 x banks)) for
 every width but 12 bytes (which it serves in the 16-byte phases); for MEASURED it is the
-floor the phases set (ds_write_b64: 4, where its bytes would fill 2). Lanes off in EXEC take
+floor the phases set (an 8-byte write: 4, where its bytes would fill 2). Lanes off in EXEC take
 no part; an execution with no active lane costs nothing and is counted apart (`empty`).
 The static walk (lds_banks.lds_bank_counts) has no EXEC: it counts all 64 lanes.
 
@@ -49,33 +49,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gfx950.build import RUNNER_TRITON  # noqa: E402
 from isa_latency import loop_region  # noqa: E402
-from lds_banks import BANK_MODELS, phases_for  # noqa: E402
+from lds_banks import BANK_MODELS, MEASURED_MODEL, phases_for  # noqa: E402
 
 LANES = 64
 ROOT = Path(__file__).resolve().parents[2]
 RESULT = ROOT / "results" / "gfx950_lds_banks.json"
 COMPILE_REPORT = ROOT / "results" / "compile_report_triton3.6.0.json"
-MEASURED = "64 banks, measured phases"
+MEASURED = MEASURED_MODEL
 _PAIRED = re.compile(r"^ds_(read|write)2")        # ds_read2 / ds_write2 and their st64 forms
 _COUNTED = re.compile(r"^ds_(read|write|load|store)")  # LDS atomics (ds_add_u32, ...) are not
 
 
-def _consecutive(size):
-    return [list(range(first, first + size)) for first in range(0, LANES, size)]
-
-
-def _measured_read_b128_phases():
-    """HipKittens' ds_read_b128 phases on gfx950: two 16-lane groups of the first 32 lanes, the
-    same two + 32."""
-    first = [*range(0, 4), *range(12, 16), *range(20, 28)]
-    second = [*range(4, 12), *range(16, 20), *range(28, 32)]
-    return [first, second, [lane + 32 for lane in first], [lane + 32 for lane in second]]
-
-
-# model -> (banks, the compile report's model it follows, {mnemonic: phases} where it differs)
-MODELS = {**{name: (banks, name, {}) for name, (banks, _) in BANK_MODELS.items()},
-          MEASURED: (64, "64 banks", {"ds_read_b128": _measured_read_b128_phases(),
-                                      "ds_read_b64": _consecutive(32), "ds_write_b64": _consecutive(16)})}
+# model -> (banks, the compile report's model it follows, {mnemonic: phases} where it differs): the compile
+# report's own models, MEASURED among them
+MODELS = {name: (banks, name, {}) for name, (banks, _) in BANK_MODELS.items()}
 _PHASE_MAPS = {}
 
 

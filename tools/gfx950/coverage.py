@@ -33,7 +33,16 @@ TABLE = ROOT / "docs" / "gfx950_coverage.md"
 RESULT = ROOT / "results" / "gfx950_coverage.json"
 MAX_UNVALIDATED = 5
 # submission forms no corpus kernel executes: form -> why (at most MAX_UNVALIDATED)
-UNVALIDATED = {}
+UNVALIDATED = {
+    "s_cbranch_vccz": "the Gluon kernel's full-tile test (`if valid >= BLOCK_N`: an SCC result made a lane mask, "
+                      "ANDed with EXEC into VCC); no corpus construct made LLVM emit it (a scalar branch in a loop, "
+                      "a scalar condition a select shares: s_cbranch_scc0/1). The Gluon kernel's matrix runs take "
+                      "both sides (full tiles and a tail) and match exact attention",
+    "v_lshlrev_b16_sdwa dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:DWORD src1_sel:BYTE_3":
+        "the Gluon kernel's fp8 Q rope store (byte 3 of a packed word << 8); the corpus runs the BYTE_3 select "
+        "(v_lshlrev_b32_sdwa, v_and_b32_sdwa) and v_lshlrev_b16 apart, not together (a masked fp8 byte store "
+        "builds no halves); the kernel reads those bytes back for its scores, which the Gluon matrix runs check",
+}
 
 
 def submission_forms():

@@ -168,6 +168,7 @@ def float_ops_reference(x, y, z, i):
             "is_ne": (x64 != z64).astype(np.float64),
             "is_ge": (x64 >= y64).astype(np.float64),
             "not_lt": np.where(x64 < y64, 0.0, 1.0),
+            "asm_mul": x64 * y64,  # inline asm v_mul_f32 (VOP3, no suffix: submission's FUSED merge products)
         }
     return rows
 
@@ -202,6 +203,32 @@ def run_float_ops(launch, rng):
             ref.check_ulps("float_ops", name, values, answer, ulps=1, magnitude=magnitude)
         else:
             ref.check_ulps("float_ops", name, values, answer, ulps=2 if name in ("div", "rcp_scaled") else 1)
+
+
+def run_scalar_compare(launch, rng):
+    """fp32 equality against a scalar argument (exact), a branch on a block's max (taken in programs 0 and 4, whose
+    max is s, not in the others), and byte 3 of int32 words << 8 as int16 (wrapping) with their sum, over 8
+    programs with a masked tail."""
+    n, block, s = 900, 128, 7.25
+    x = rng.uniform(-5, 5, n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    x[[3, 40, 300, 530, 599]] = s  # programs 0 and 4 reach s; program 2 has s below its max
+    x[700] = 9.5
+    x[257] = 8.0
+    w = rng.integers(INT32_MIN, INT32_MAX, n, dtype=np.int64, endpoint=True).astype(np.int32)
+    programs = triton_cdiv(n, block)
+    out = tensor(np.full(n + programs, -1.0, dtype=np.float32))
+    out_w = tensor(np.zeros(n + programs, dtype=np.int32))
+    launch(tk.scalar_compare_kernel, (programs,), tensor(x), tensor(y), tensor(w), out, out_w, s, n,
+           BLOCK=block, num_warps=4)
+    got = out.numpy()
+    ref.check_equal("scalar_compare", "where(x == s)", got[:n], np.where(x == np.float32(s), y, x))
+    tops = np.array([x[i:i + block].max() for i in range(0, n, block)])
+    ref.check_equal("scalar_compare", "branch on max == s", got[n:], np.where(tops == np.float32(s), tops, -1.0)
+                    .astype(np.float32))
+    shifted = (((w.astype(np.int64) >> 24) & 0xFF) << 8).astype(np.uint16).view(np.int16).astype(np.int64)
+    ref.check_equal("scalar_compare", "byte 3 << 8 as int16, and their sum in each program", out_w.numpy(),
+                    np.concatenate([shifted, np.full(programs, shifted.sum())]).astype(np.int32))
 
 
 def run_masked_tail(launch, rng):
@@ -786,7 +813,10 @@ CASES = [
     Case("byte_ops", run_byte_ops, "packed bytes and halves: SDWA byte/word selects, 16-bit add/shift/bitop3, "
          "bf16 packing"),
     Case("float_ops", run_float_ops, "fp32 VALU: fma with neg modifiers, fmac, div_scale/fmas/fixup + rcp, exp, "
-         "max/min/med3, |abs| modifiers, compares (o/u/lg/eq/lt), cvt i32/u32 <-> f32, packed fp32"),
+         "max/min/med3, |abs| modifiers, compares (o/u/lg/eq/lt), cvt i32/u32 <-> f32, packed fp32, "
+         "v_mul_f32 from inline asm"),
+    Case("scalar_compare", run_scalar_compare, "fp32 == a scalar argument (v_cmp_eq_f32_e32 vcc), a uniform branch on "
+         "vcc (s_cbranch_vccz), an int16 shift by an SDWA byte-3 select (v_lshlrev_b16_sdwa)"),
     Case("masked_tail", run_masked_tail, "exec masking and bounds: a masked tail, stores past n dropped"),
     Case("block_reduce", run_block_reduce, "whole-block reductions over 8 warps: DPP row_shr/row_bcast with "
          "bound_ctrl, v_readlane, LDS between warps, int max/min/sum (v_add_u32_dpp), a uniform branch around a loop"),

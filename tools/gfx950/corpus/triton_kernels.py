@@ -16,7 +16,7 @@ INT_OPS = ("mul_add", "xor_ashr", "lshr", "bfe_u", "bfe_i", "byte_perm", "max", 
 NUM_INT_OPS = tl.constexpr(len(INT_OPS))
 FLOAT_OPS = ("fma", "fms", "fnma", "div", "exp2", "max", "min", "clamp", "abs_max", "sub", "where_lt", "nan_to_zero",
              "to_int", "from_int", "from_uint", "mul_add_pair", "rcp_scaled", "eq_select", "is_eq", "is_ne", "is_ge",
-             "not_lt")
+             "not_lt", "asm_mul")
 NUM_FLOAT_OPS = tl.constexpr(len(FLOAT_OPS))
 
 
@@ -144,9 +144,37 @@ def float_ops_kernel(x_ptr, y_ptr, z_ptr, i_ptr, out_ptr, n, BLOCK: tl.constexpr
         (x != z).to(tl.float32),
         (x >= y).to(tl.float32),
         tl.where(x < y, 0.0, 1.0),
+        tl.inline_asm_elementwise("v_mul_f32 $0, $1, $2", "=v,v,v", [x, y], dtype=tl.float32, is_pure=True, pack=1),
     )
     for k in tl.static_range(NUM_FLOAT_OPS):
         tl.store(out_ptr + k * n + offs, results[k], mask=ok)
+
+
+@triton.jit
+def scalar_compare_kernel(x_ptr, y_ptr, w_ptr, out_ptr, out_w_ptr, s, n, BLOCK: tl.constexpr):
+    """x, y (n,) float32, s a float32 argument, w (n,) int32: out[:n] = where(x == s, y, x); out[n + program] = the
+    block's max of x where it equals s (a branch on a value every lane holds); w (n,) int32: out_w[:n] = w's byte 3
+    << 8 as int16, sign-extended (a 16-bit shift of an SDWA byte-3 select), out_w[n + program] the sum of all of
+    them (a loop over w with a branch on a scalar condition: full block or tail)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    x = tl.load(x_ptr + offs, mask=ok, other=1.0)
+    y = tl.load(y_ptr + offs, mask=ok, other=1.0)
+    tl.store(out_ptr + offs, tl.where(x == s, y, x), mask=ok)
+    top = tl.max(tl.where(ok, x, float("-inf")), axis=0)
+    if top == s:
+        tl.store(out_ptr + n + tl.program_id(0), top)
+    w = tl.load(w_ptr + offs, mask=ok, other=0)
+    tl.store(out_w_ptr + offs, (((w >> 24) & 0xFF).to(tl.int16) << 8).to(tl.int32), mask=ok)
+    total = 0
+    for start in range(0, n, BLOCK):  # the whole of w in every program: full blocks unmasked, the tail masked
+        cols = start + tl.arange(0, BLOCK)
+        if n - start >= BLOCK:
+            block = tl.load(w_ptr + cols)
+        else:
+            block = tl.load(w_ptr + cols, mask=cols < n, other=0)
+        total += tl.sum((((block >> 24) & 0xFF).to(tl.int16) << 8).to(tl.int32), axis=0)
+    tl.store(out_w_ptr + n + tl.program_id(0), total)
 
 
 @triton.jit
