@@ -39,6 +39,11 @@ MUTATIONS = [
              '    if AMD:\n        return tl.inline_asm_elementwise("v_mul_f32 $0, $1, $2"',
              '    if False:\n        return tl.inline_asm_elementwise("v_mul_f32 $0, $1, $2"',
              COMPILE + ["packed_fma_gfx950_mis_executes"]),
+    mutation("emulated SCALED FUSED: l's products over splits a plain multiply on AMD (each wave fuses its own "
+             "split's into the cross-wave sum: replicas a last bit apart race on one LDS word)",
+             "    l_run = _product(l_run, run_weight, AMD) + tl.sum(_product(l, weight, AMD), axis=0)",
+             "    l_run = _product(l_run, run_weight, AMD) + tl.sum(l * weight, axis=0)",
+             EMULATED + ["scaled-fused-t64"]),
     mutation("emulated matrix: a variant proven by one right run, not by every run",
              "if verdicts.get(v.describe()) and all(verdicts[v.describe()])",
              "if verdicts.get(v.describe()) and any(verdicts[v.describe()])",
