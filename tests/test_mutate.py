@@ -25,3 +25,14 @@ def test_a_missed_bug_is_named_and_counted():
                      "2 of 4 deliberate bugs caught (2 not caught)"]
     for line in lines:
         assert " passed," not in line and " failed" not in line, line
+
+
+def test_every_entry_plants_its_bug_at_one_place_of_todays_files():
+    """Each entry's snippet occurs exactly once in its file (a snippet gone stale after an edit would make the
+    entry BROKEN in the mutation check, after the suite had passed: CI found 3 so), and its bug changes it."""
+    stale = []
+    for entry in mutate.load_mutations():
+        count = (ROOT / entry["path"]).read_text().count(entry["old"])
+        if count != 1 or entry["new"] == entry["old"]:
+            stale.append(f"{entry['name']} ({entry['path']}: the snippet occurs {count} times)")
+    assert stale == []

@@ -637,8 +637,8 @@ MUTATIONS = [
     # --- the docs' citations
     {"name": "the README cites a results file that does not exist",
      "path": "README.md",
-     "old": "`results/h200_v13_runner_leaderboard_popcorn.txt`",
-     "new": "`results/h200_v14_runner_leaderboard_popcorn.txt`",
+     "old": "`results/h200_v16_benchmark_stdout.txt`",
+     "new": "`results/h200_v17_benchmark_stdout.txt`",
      "tests": ["tests/test_doc_paths.py::test_every_cited_file_exists[README.md]"]},
     {"name": "doc citations: every path taken to exist",
      "path": "tests/test_doc_paths.py",
