@@ -24,6 +24,14 @@ TRITON_HELP = (f"the Triton to build with: a directory holding one (as `pip inst
 CHOSEN_TRITON_ENV = "MLA_TOOL_TRITON"
 
 
+def replace_block(path, begin, end, block):
+    """Rewrite the text of `path` with `block` (its own begin and end lines included) in place of the lines from
+    the marker `begin` through the marker `end`: the blocks the tools write into submission.py."""
+    path = Path(path)
+    head, rest = path.read_text().split(begin, 1)
+    path.write_text(head + block + rest.split(end, 1)[1])
+
+
 def use_interpreter_without_gpu():
     """Call before importing triton or submission; does nothing on a machine with a GPU."""
     import torch

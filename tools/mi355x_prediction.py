@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
+import common  # noqa: E402
 import compile_report  # noqa: E402
 import latency_model as model  # noqa: E402
 
@@ -174,9 +175,7 @@ def prediction_block(table):
 
 
 def write_submission(block, path=ROOT / "submission.py"):
-    text = path.read_text()
-    head, rest = text.split(PREDICTION_BEGIN, 1)
-    path.write_text(head + block + rest.split(PREDICTION_END, 1)[1])
+    common.replace_block(path, PREDICTION_BEGIN, PREDICTION_END, block)
 
 
 def geomean(values):

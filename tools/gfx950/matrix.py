@@ -28,6 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from common import replace_block  # noqa: E402
 from gfx950 import EmulationError, dispatch, mla  # noqa: E402
 
 LENGTHS = [1, 7, 16, 129, 300, 1000]
@@ -70,9 +71,7 @@ def proven_block(names):
 
 
 def write_proven(names, path=mla.ROOT / "submission.py"):
-    text = path.read_text()
-    head, rest = text.split(PROVEN_BEGIN, 1)
-    path.write_text(head + proven_block(names) + rest.split(PROVEN_END, 1)[1])
+    replace_block(path, PROVEN_BEGIN, PROVEN_END, proven_block(names))
 
 
 def cases(sub, variant):

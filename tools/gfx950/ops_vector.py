@@ -755,12 +755,18 @@ def compile_mad64(ins, ctx):
     return run
 
 
+def _lane_selector(operand):
+    """The lane a v_readlane / v_writelane names: a constant or an SGPR's low 6 bits."""
+    if operand.kind == "int":
+        return lambda w: operand.value & 63
+    return lambda w: w.s[sgpr_index(operand)] & 63
+
+
 @semantics("v_readlane_b32")
 def compile_readlane(ins, ctx):
     dest = sgpr_index(ins.operands[0])
     source = vgpr_row(ins.operands[1])
-    lane_op = ins.operands[2]
-    lane_of = (lambda w: lane_op.value & 63) if lane_op.kind == "int" else (lambda w: w.s[sgpr_index(lane_op)] & 63)
+    lane_of = _lane_selector(ins.operands[2])
 
     def run(w):
         w.s[dest] = int(w.v[source, lane_of(w)])
@@ -773,8 +779,7 @@ def compile_readlane(ins, ctx):
 def compile_writelane(ins, ctx):
     row = vgpr_row(ins.operands[0])
     get_value = vector_getter(ins.operands[1])
-    lane_op = ins.operands[2]
-    lane_of = (lambda w: lane_op.value & 63) if lane_op.kind == "int" else (lambda w: w.s[sgpr_index(lane_op)] & 63)
+    lane_of = _lane_selector(ins.operands[2])
 
     def run(w):
         w.v[row, lane_of(w)] = np.broadcast_to(get_value(w), (LANES,))[0]
