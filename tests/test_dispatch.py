@@ -199,3 +199,24 @@ def test_the_prediction_follows_the_models_table_among_the_forms_the_emulator_pr
     on_arch("sm_90", "cuda", 132)
     monkeypatch.setattr(sub, "EMULATOR_PROVEN", every)
     assert sub.predicted_choice(256, 8192, CPU, 132) == ("triton", *sub.default_launch(256, 8192, 132))
+
+
+def test_a_plan_in_use_outlives_more_than_max_plans_others(fresh_plans):
+    """The plan cache is least-recently-used: a plan used between the creation of each of
+    MAX_PLANS + 8 others stays the same object and is never built again (first-in-first-out
+    would drop it at the (MAX_PLANS)-th other and rebuild it, with its checks, inside a timed
+    call); the oldest unused plan is the one dropped."""
+    sub = fresh_plans
+    built = []
+
+    def factory(name):
+        def make():
+            built.append(name)
+            return object()
+        return make
+    kept = sub._plan(("kept",), factory("kept"))
+    for index in range(sub.MAX_PLANS + 8):
+        sub._plan(("other", index), factory(index))
+        assert sub._plan(("kept",), factory("kept")) is kept
+    assert built.count("kept") == 1 and len(sub._PLANS) == sub.MAX_PLANS
+    assert ("other", 0) not in sub._PLANS and ("other", sub.MAX_PLANS + 7) in sub._PLANS

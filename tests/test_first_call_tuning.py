@@ -216,6 +216,24 @@ def test_the_case_budget_stops_timing_and_slow_candidates_are_dropped(sub, monke
     assert max(runs[c] for c in ranked[1:]) <= 3  # 3x the leader: dropped after round 3
 
 
+@pytest.mark.parametrize("build_s, built", [(9.85, 4), (9.9, 3)])
+def test_a_candidate_is_skipped_where_the_charged_build_alone_would_pass_the_budget(sub, build_s, built):
+    """The edge of the build charge: every candidate costs build_s to build and nothing to time
+    (the fake timer's runs come after the builds). Before the k-th candidate (k >= 1), k builds
+    have taken k * build_s; it is built only if that plus the charge for its own build (the
+    longest build so far, build_s) leaves the timed runs' share: (k + 1) * build_s <= 40 - 0.5.
+    At 9.85 s that holds for the fourth (39.4 s), at 9.9 s it does not (39.6 s), though without
+    the charge 3 * 9.9 s = 29.7 s would let it start and end past the budget."""
+    clock = FakeClock()
+    ranked = sub.ranked_candidates(4, 1024, CPU)
+    assert len(ranked) > 4 and sub.TUNE_CASE_WALL_S - sub.TUNE_CASE_TIMING_S == pytest.approx(39.5)
+    run_choice, timer = fake_world(sub, lambda choice: 10.0, clock, build_s=build_s)
+    sub.tune_first_call(4, 1024, CPU, run_choice, clock=clock, timer=timer)
+    entry = sub.TUNE_LOG["cases"][0]
+    assert list(entry["ran"]) == ranked[:built] and entry["skipped"] == ranked[built:]
+    assert entry["build_s"] == pytest.approx(built * build_s) and entry["build_s"] <= entry["budget_s"] - 0.5
+
+
 def test_each_of_the_eight_cases_is_tuned_and_past_them_the_total_decides(sub, monkeypatch):
     """A slow case cannot take the others' share: the first TUNE_CASES cases are tuned
     whatever the earlier ones spent; after them, only while the total has time left."""

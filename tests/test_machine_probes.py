@@ -204,6 +204,24 @@ def test_a_probe_on_a_built_kernel_is_not_charged_its_build(sub, monkeypatch):
 
 
 @INTERPRETER_ONLY
+@pytest.mark.parametrize("build_s, skipped", [(0.5, []), (0.62, ["HBM chase", "L2 chase", "atomic chase"])])
+def test_a_probe_on_an_unbuilt_kernel_is_charged_its_build(sub, monkeypatch, build_s, skipped):
+    """The edge of the build charge: each kernel's first launch costs build_s, each timed run 0.01
+    s. The launch probe and the copy take 2 * build_s + 0.15 s; the HBM chase builds the chase
+    kernel, so it is charged the longest build (build_s) beside the longest probe's own runs (0.05
+    s): it runs while 3 * build_s + 0.2 <= 2 s. At 0.5 s it does (1.7 s), and the L2 and atomic
+    chases after it on the built kernel; at 0.62 s it would end at 2.06 s, so it and the two after
+    it (their kernel still unbuilt) are skipped, and the probes end at 1.39 s. Without the charge
+    the HBM chase would be estimated at 1.44 s, run, and end past the budget."""
+    clock = FakeClock()
+    timer = fake_machine(sub, monkeypatch, clock, per_run_s=0.01, build_s=build_s)
+    record = sub.measure_machine(CPU, small(sub), clock=clock, timer=timer, driver=driver)
+    assert record["skipped"] == skipped and not record["failed"], record
+    assert record["wall_s"] <= sub.PROBE_BUDGET_S
+    assert record["wall_s"] == pytest.approx(2 * build_s + 0.15 if skipped else 3 * build_s + 0.4)
+
+
+@INTERPRETER_ONLY
 def test_the_report_lines_name_every_figure_and_end_with_the_block(sub, monkeypatch):
     import eval as harness
     record = sub.measure_machine(CPU, small(sub), timer=fake_machine(sub, monkeypatch), driver=driver)

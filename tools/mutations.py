@@ -285,6 +285,13 @@ MUTATIONS = [
     mutation("tuning: builds past the case's budget",
              "clock() - wall_start + TUNE_LOG[\"build_estimate_s\"] > budget_s - TUNE_CASE_TIMING_S:",
              "False:", ["tests/test_first_call_tuning.py", "-k", "cold_runner"]),
+    mutation("tuning: the skip rule without its build charge (the next candidate's build may end past the budget)",
+             "clock() - wall_start + TUNE_LOG[\"build_estimate_s\"] > budget_s - TUNE_CASE_TIMING_S:",
+             "clock() - wall_start > budget_s - TUNE_CASE_TIMING_S:",
+             ["tests/test_first_call_tuning.py", "-k", "charged_build_alone"]),
+    mutation("plan cache: first-in-first-out (a plan in use dropped and rebuilt inside a timed call)",
+             "            _PLANS.popitem(last=False)\n    else:\n        _PLANS.move_to_end(key)\n",
+             "            _PLANS.popitem(last=False)\n", ["tests/test_dispatch.py", "-k", "max_plans"]),
     # where the grid is small the prediction is the 64-token 2-stage form itself; the group adds its
     # 1-stage fallback form
     mutation("tuning: no 64-token 1-stage SCALED candidate beside the 2-stage prediction",
@@ -513,6 +520,9 @@ MUTATIONS = [
     mutation("probes: a probe on a built kernel charged the longest build again (the H200 skipped L2 and atomics so)",
              "clock() - start + longest_s + (0.0 if kernel in built else longest_build_s) > PROBE_BUDGET_S",
              "clock() - start + longest_s + longest_build_s > PROBE_BUDGET_S", PROBES + ["not_charged_its_build"]),
+    mutation("probes: an unbuilt kernel's probe never charged its build (a probe runs past the budget)",
+             "(0.0 if kernel in built else longest_build_s) > PROBE_BUDGET_S", "0.0 > PROBE_BUDGET_S",
+             PROBES + ["unbuilt_kernel_is_charged"]),
     mutation("probes: a probe's untimed first runs counted in its own estimate",
              "            longest_s = max(longest_s, clock() - began - sum(mine))",
              "            longest_s = max(longest_s, clock() - began)", PROBES + ["not_charged_its_build"]),
