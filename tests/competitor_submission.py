@@ -3,12 +3,13 @@ under `MLA_EMULATE=gfx950 python eval.py test`): bf16 attention over the whole K
 Triton program per sequence (the 16 heads together: Q (16, 576) against BLOCK_N tokens of the bf16
 cache, online softmax, values the cache's first 512 dims).
 
-PLANTED_BUG (an environment variable, read at import) plants one bug a checker must report, each
-in a kernel of this file (the kernels' text stays the same, so their builds are cached):
+PLANTED_BUG (an environment variable: `KV_LEN=BUG,...`) plants a bug a checker must report in the
+cases whose sequences have KV_LEN tokens, so that one run of eval.py holds a right case and each bug
+(the kernel's text stays the same, so its builds are cached):
     read_past_end       the KV loads lose their mask: the last tile reads past the cache's end
     unsupported_opcode  the output goes through inline asm the emulator does not implement
     spin                the kernel first waits for a flag nobody sets
-    (unset)             no bug: the right answer
+    caught              read_past_end, and the failed launch is caught: the answer comes from torch
 """
 import os
 
@@ -18,7 +19,8 @@ import triton.language as tl
 
 from task import input_t, output_t
 
-PLANTED_BUG = os.environ.get("PLANTED_BUG", "")
+PLANTED_BUGS = {int(kv_len): bug for kv_len, bug in
+                (item.split("=") for item in os.environ.get("PLANTED_BUG", "").split(",") if item)}
 NUM_HEADS, QK_DIM, V_DIM, ROPE_DIM = 16, 576, 512, 64
 BLOCK_N = 16
 
@@ -71,12 +73,28 @@ def _decode_kernel(q_ptr, kv_ptr, out_ptr, kv_indptr_ptr, flag_ptr, sm_scale,
 
 def custom_kernel(data: input_t) -> output_t:
     q, kv_data, qo_indptr, kv_indptr, config = data
+    bug = PLANTED_BUGS.get(config["kv_seq_len"], "")
     kv = kv_data["bf16"]
     batch = q.shape[0]
     out = torch.empty((batch, NUM_HEADS, V_DIM), dtype=torch.bfloat16, device=q.device)
     flag = torch.zeros(1, dtype=torch.int32, device=q.device)
-    _decode_kernel[(batch,)](q, kv, out, kv_indptr, flag, config["sm_scale"], HEADS=NUM_HEADS, QK=QK_DIM, V=V_DIM,
-                             ROPE=ROPE_DIM, BLOCK=BLOCK_N, MASK_LOADS=PLANTED_BUG != "read_past_end",
-                             ASM_OUT=PLANTED_BUG == "unsupported_opcode", WAIT_FLAG=PLANTED_BUG == "spin",
-                             num_warps=4)
+    try:
+        _decode_kernel[(batch,)](q, kv, out, kv_indptr, flag, config["sm_scale"], HEADS=NUM_HEADS, QK=QK_DIM,
+                                 V=V_DIM, ROPE=ROPE_DIM, BLOCK=BLOCK_N,
+                                 MASK_LOADS=bug not in ("read_past_end", "caught"),
+                                 ASM_OUT=bug == "unsupported_opcode", WAIT_FLAG=bug == "spin", num_warps=4)
+    except Exception:
+        if bug != "caught":
+            raise
+        return _torch_attention(q, kv, kv_indptr, config["sm_scale"])
     return out
+
+
+def _torch_attention(q, kv, kv_indptr, sm_scale):
+    """The same attention in torch (float32)."""
+    out = []
+    for seq in range(q.shape[0]):
+        keys = kv[kv_indptr[seq]:kv_indptr[seq + 1], 0].float()
+        weights = torch.softmax(q[seq].float() @ keys.t() * sm_scale, dim=-1)
+        out.append(weights @ keys[:, :V_DIM])
+    return torch.stack(out).to(torch.bfloat16)
