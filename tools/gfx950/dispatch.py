@@ -27,13 +27,13 @@ ARCH = "gfx950"
 NUM_CUS = 256
 ENV = "MLA_EMULATE"
 _INSTALLED = {}
-_RECORD = {"launches": [], "failures": []}
+_RECORD = {"launches": [], "builds": [], "failures": []}
 
 
 def take_record():
     """What the launches since the last call did, and clears it: {"launches": [(kernel name,
-    wave instructions)], "failures": [one-line message]}: each emulation error (and a missing
-    runner's Triton), even one the calling code caught."""
+    wave instructions)], "builds": [their gfx950.Built], "failures": [one-line message]}: each
+    emulation error (and a missing runner's Triton), even one the calling code caught."""
     record = {key: list(values) for key, values in _RECORD.items()}
     for values in _RECORD.values():
         values.clear()
@@ -61,6 +61,7 @@ def _emulate_recorded(kernel, grid, args, kwargs):
         _RECORD["failures"].append(str(exc))
         raise
     _RECORD["launches"].append((launch.kernel.name, launch.instructions))
+    _RECORD["builds"].append(launch.built)
     return launch
 
 
