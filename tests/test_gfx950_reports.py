@@ -80,4 +80,5 @@ def test_the_matrix_writes_its_results_and_the_proven_forms_only_with_write(monk
     assert exits(matrix.main, ["--json", str(tmp_path / "rows.json")], monkeypatch) == 0
     assert written == [] and not (tmp_path / "matrix.json").exists() and (tmp_path / "rows.json").exists()
     assert exits(matrix.main, ["--write"], monkeypatch) == 0
-    assert written == [["a form"]] and json.loads((tmp_path / "matrix.json").read_text())["runs"][0]["verdict"] == "right"
+    assert written == [["a form"]]
+    assert json.loads((tmp_path / "matrix.json").read_text())["runs"][0]["verdict"] == "right"

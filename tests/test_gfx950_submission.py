@@ -52,7 +52,8 @@ def test_the_proven_forms_are_the_matrixs_and_it_ran_todays_kernels(sub, variant
     import json
     from gfx950 import matrix
     results = json.loads(matrix.RESULT.read_text())
-    assert results["kernels_sha256"] == matrix.kernels_fingerprint(sub), "kernels changed: run tools/gfx950/matrix.py --write"
+    assert results["kernels_sha256"] == matrix.kernels_fingerprint(sub), \
+        "kernels changed: run tools/gfx950/matrix.py --write"
     assert {row["variant"] for row in results["runs"]} >= {v.describe() for v in variants}
     assert sub.EMULATOR_PROVEN == frozenset(matrix.proven(results["runs"], variants))
     assert f"{matrix.PROVEN_BEGIN}\n" in Path(sub.__file__).read_text()
