@@ -23,7 +23,8 @@ def compile_report(*argv, env_extra=None):
                           capture_output=True, text=True, timeout=900)
 
 
-@pytest.mark.parametrize("planted, verdict", [("", "pass"), ("40=read_past_end", "fail: EmulationError")])
+@pytest.mark.parametrize("planted, verdict", [("", "pass"), ("40=read_past_end", "fail: EmulationError"),
+                                              ("40=caught", "fail: EmulationError")])
 def test_compile_report_reports_on_a_competitors_file(tmp_path, planted, verdict):
     out = tmp_path / "report.json"
     result = compile_report(str(ROOT / "tests" / "competitor_submission.py"), "--cases", "1x40", "--json", str(out),

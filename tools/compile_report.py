@@ -922,7 +922,8 @@ def launched_report(module, cases):
     """Rows "launched": each distinct gfx950 build the file's custom_kernel launches on `cases`
     ([(batch, kv_len, seed)], CPU inputs; its Triton and Gluon launches run on the gfx950 emulator,
     tools/gfx950), with its registers, spills, LDS, occupancy, matrix instructions and instruction
-    forms, the wave instructions it ran, and each case's check (the runner's rule)."""
+    forms, the wave instructions it ran, and each case's check (the runner's rule; a launch that
+    failed on the emulator fails the case, even where the file caught the error)."""
     import reference
     import torch
     from gfx950 import dispatch
@@ -937,6 +938,8 @@ def launched_report(module, cases):
         except Exception as exc:  # noqa: BLE001 - the case's row says it
             verdict = f"fail: {' '.join(f'{type(exc).__name__}: {exc}'.split())}"
         record = dispatch.take_record()
+        if record["failures"]:   # a failed launch the file caught (and answered otherwise) fails the case too
+            verdict = f"fail: EmulationError: {record['failures'][0]}"
         for built, (_, instructions) in zip(record["builds"], record["launches"]):
             key = (built.name, built.asm)
             if key not in seen:
