@@ -94,3 +94,12 @@ def test_the_build_cache_tells_apart_what_the_binder_specializes():
     assert key(1) != key(2) and key(32) != key(33) and key(2 ** 31) != key(5)   # 1, a multiple of 16, i64
     assert key(17) == key(3) and key(48) == key(16)
     assert key(1, fixed=True) == key(2, fixed=True) != key(2 ** 31, fixed=True)   # do_not_specialize: the type
+
+
+def test_a_cached_build_names_this_copy_of_its_source():
+    """A build cached from a copy of the module elsewhere (the key is its text) names this file in its
+    `.file` directive, so an error's Python line reads from here; other files keep theirs."""
+    from gfx950.build import _sourced_from
+    asm = '\t.file\t1 "/gone/copy" "my_kernels.py"\n\t.file\t2 "/site/triton/language" "standard.py"\n'
+    assert _sourced_from(asm, Path("/here/my_kernels.py")) == (
+        '\t.file\t1 "/here" "my_kernels.py"\n\t.file\t2 "/site/triton/language" "standard.py"\n')

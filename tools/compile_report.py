@@ -673,6 +673,10 @@ def isa_memory_facts(asm):
     return outside, first_copy is not None and first_quantize is not None and first_copy < first_quantize
 
 
+# the Gluon kernel's merges (None each in a file not shaped like ours: REPORT_NEEDS)
+GLUON_MERGES = tuple(getattr(sub, name, None) for name in ("MERGE_DIRECT", "MERGE_COMBINE", "MERGE_FUSED"))
+
+
 def compile_gluon(merge) -> dict:
     """One "gluon" row: _gluon_split_kernel for gfx950 in merge `merge`."""
     consts = {"BLOCK_N": sub.GL_BLOCK_N, "MERGE": merge}
@@ -775,8 +779,7 @@ def report(target_names) -> list:
     rows = []
     for name in target_names:
         variants = [compile_one(name, *variant) for variant in kernel_variants(name)]
-        merges = (sub.MERGE_DIRECT, sub.MERGE_COMBINE, sub.MERGE_FUSED)
-        gluon_rows = [compile_gluon(merge) for merge in merges] if name == "gfx950" else []
+        gluon_rows = [compile_gluon(merge) for merge in GLUON_MERGES] if name == "gfx950" else []
         rows += variants + case_rows(name, variants, gluon_rows)
         if gluon_rows:
             rows += gluon_rows + gluon_case_rows(gluon_rows)
