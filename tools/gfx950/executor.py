@@ -17,7 +17,8 @@ from .wave import LANE_IDS, LANES, EmulationError, Wave
 
 # Wave instructions a workgroup may execute before it counts as hung: sized so that a hang
 # ends within a minute (a spin on an atomic flag, 4 waves meeting at a barrier each round,
-# runs about 16 us a wave instruction on a loaded CPU core: 1M take 16 s), and 2.4 times the
+# runs 16-49 us a wave instruction on a shared 2-core machine: 1M took 49 s at load 7,
+# results/gfx950_verdict_times.json), and 2.4 times the
 # most any of submission.py's workgroups executes on the matrix's longest sequence (416k:
 # 1,000 tokens in 16-token tiles, 4 waves). GFX950_BUDGET=N (or emulate's budget=) raises it.
 BUDGET_ENV = "GFX950_BUDGET"
