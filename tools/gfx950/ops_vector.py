@@ -192,6 +192,13 @@ def _clz(x):
     return np.where(nonzero, n, -1)
 
 
+def _leading_sign_bits(x):
+    """v_ffbh_i32: the position, from bit 31, of the first bit that differs from the sign bit (1..31); -1 for 0
+    and -1."""
+    x = np.asarray(x, dtype=np.int64)
+    return np.where((x == 0) | (x == -1), -1, _clz(np.where(x < 0, ~x, x).astype(U32)))
+
+
 def _ctz(x):
     x = np.asarray(x, dtype=U32).astype(np.int64)
     low = x & -x
@@ -241,6 +248,7 @@ ELEMENTWISE = {
         np.unpackbits(np.atleast_1d(_u32(a)).view(np.uint8), bitorder="little").reshape(-1, 32)[:, ::-1],
         dtype=np.uint64).dot(np.uint64(1) << np.arange(32, dtype=np.uint64)).astype(U32).reshape(np.shape(a))),
     "v_ffbh_u32": (("u32",), "u32", _clz),
+    "v_ffbh_i32": (("i32",), "i32", _leading_sign_bits),
     "v_ffbl_b32": (("b32",), "u32", _ctz),
     "v_bcnt_u32_b32": (("b32", "u32"), "u32", lambda a, b: _popcount(a) + b),
     # conversions
@@ -253,6 +261,14 @@ ELEMENTWISE = {
     "v_cvt_f32_bf16": (("b32",), "f32", lambda a: nx.f32(nx.bf16_to_f32(a))),
     "v_cvt_f64_f32": (("f32",), "f64", lambda a: a.astype(F64)),
     "v_cvt_f32_f64": (("f64",), "f32", lambda a: a.astype(F32)),
+    "v_cvt_pk_f16_f32": (("f32", "f32"), "b32", lambda a, b: nx.f32_to_f16(np.asarray(a, dtype=F32).view(U32)) |
+                         (nx.f32_to_f16(np.asarray(b, dtype=F32).view(U32)) << U32(16))),
+    "v_cvt_pkrtz_f16_f32": (("f32", "f32"), "b32", lambda a, b: nx.f32_to_f16_rtz(np.asarray(a, dtype=F32).view(U32))
+                            | (nx.f32_to_f16_rtz(np.asarray(b, dtype=F32).view(U32)) << U32(16))),
+    "v_cvt_u32_f64": (("f64",), "u32", lambda a: cvt_f32_to_int(a, False)),
+    "v_cvt_i32_f64": (("f64",), "i32", lambda a: cvt_f32_to_int(a, True)),
+    "v_cvt_f64_i32": (("i32",), "f64", lambda a: a.astype(F64)),
+    "v_cvt_f64_u32": (("u32",), "f64", lambda a: a.astype(F64)),
     "v_cvt_pk_bf16_f32": (("f32", "f32"), "b32", lambda a, b: nx.f32_to_bf16(a.view(U32)) |
                           (nx.f32_to_bf16(np.asarray(b, dtype=F32).view(U32)) << U32(16))),
     # 32-bit integer
@@ -329,7 +345,13 @@ ELEMENTWISE = {
     "v_lshl_add_u64": (("u64", "u32", "u64"), "u64", _lshl_add_u64),
     "v_add_f64": (("f64", "f64"), "f64", lambda a, b: a + b),
     "v_mul_f64": (("f64", "f64"), "f64", lambda a, b: a * b),
-    "v_fma_f64": (("f64", "f64", "f64"), "f64", lambda a, b, c: a * b + c),
+    "v_fma_f64": (("f64", "f64", "f64"), "f64", nx.fma64),
+    "v_fmac_f64": (("f64", "f64", "dst:f64"), "f64", nx.fma64),
+    "v_trunc_f64": (("f64",), "f64", np.trunc),
+    "v_floor_f64": (("f64",), "f64", np.floor),
+    "v_ceil_f64": (("f64",), "f64", np.ceil),
+    "v_rndne_f64": (("f64",), "f64", np.rint),
+    "v_ldexp_f64": (("f64", "i32"), "f64", lambda a, b: np.ldexp(a, np.clip(b, -3000, 3000))),
 }
 
 FLOAT_KINDS = ("f32", "f16", "f64")
@@ -441,6 +463,10 @@ def _getter(op, kind):
         if index is None:
             raise Unsupported(f"lane-mask operand {op.text}")
         return lambda w: w.read_mask(index)
+    if kind == "f64" and op.kind == "int" and not -16 <= op.value <= 64:
+        # a 32-bit literal in a 64-bit float operand is the value's high half (the low half zero)
+        constant = np.uint64((op.value & MASK32) << 32)
+        return lambda w: constant
     return vector_getter(op, WIDTH[kind], "f" if kind in FLOAT_KINDS else "i")
 
 
@@ -449,7 +475,10 @@ def _fetcher(op, kind, modifier, sdwa, high_half, dest_row=None):
     the 16-bit op_sel half applied to its bits first); constants are decoded once."""
     if kind == "mask":
         return _getter(op, kind)
-    get = (lambda w: w.v[dest_row]) if dest_row is not None else _getter(op, kind)
+    if dest_row is not None:
+        get = (lambda w: w.read_v64(dest_row)) if WIDTH[kind] == 64 else (lambda w: w.v[dest_row])
+    else:
+        get = _getter(op, kind)
     steps = [step for step in (sdwa, (lambda b: np.asarray(b, dtype=U32) >> U32(16)) if high_half else None, modifier)
              if step is not None]
     if op.kind in ("int", "float") and dest_row is None:
@@ -960,44 +989,55 @@ def compile_packed_16(ins, ctx):
 
 @semantics("v_div_scale_f32")
 def compile_div_scale(ins, ctx):
-    """The pre-scaling of the f32 division sequence. Scales S0 by 2^64 when the denominator
-    is denormal or the numerator tiny (both operands of the sequence scale alike, so the
-    quotient is unchanged); the VCC-flagged post-scaled cases of the ISA (quotients near the
-    ends of the range) are not taken: VCC = 0, and such quotients keep the sequence's
-    unscaled precision (within an ulp, denormal results aside). 0 in either operand gives NaN
-    here; v_div_fixup makes the IEEE result of it."""
+    """The pre-scaling of the f32 division sequence (CDNA4 ISA, V_DIV_SCALE_F32): S0 the value to scale (the
+    denominator S1 or the numerator S2). 0 in S1 or S2 gives NaN (v_div_fixup makes the IEEE result); a quotient near
+    the top of the range (exponent(S2) - exponent(S1) >= 96) scales the denominator by 2^64 and sets VCC; a
+    denormal denominator scales S0 by 2^64; a denormal quotient sets VCC and scales the numerator by 2^64; a tiny
+    numerator (exponent <= 23) scales S0 by 2^64. VCC asks v_div_fmas to post-scale the quotient."""
     refuse_modifiers(ins, ())
     row, flag = vgpr_row(ins.operands[0]), sgpr_index(ins.operands[1])
     g0, g1, g2 = (vector_getter(op, 32, "f") for op in ins.operands[2:5])
     mods = [_source_modifier(op, "f32") for op in ins.operands[2:5]]
 
     def run(w):
-        s0, s1, s2 = (nx.f32(m(g(w)) if m else g(w)) for g, m in zip((g0, g1, g2), mods))
-        s0, s1, s2 = (np.broadcast_to(x, (LANES,)).astype(F64) for x in (s0, s1, s2))
-        exp2 = nx.exponent32(np.asarray(s2, dtype=F32).view(U32))
-        denorm_den = (s1 != 0) & (np.abs(s1) < 2.0 ** -126)
-        scale = denorm_den | ((exp2 <= 23) & (s2 != 0))
+        bits = [np.broadcast_to(np.asarray(m(g(w)) if m else g(w), dtype=U32), (LANES,)) for g, m in zip((g0, g1, g2),
+                                                                                                      mods)]
+        s0, s1, s2 = (nx.f32(b).astype(F64) for b in bits)
+        e1, e2 = (nx.exponent32(b).astype(np.int64) for b in bits[1:])
+        with np.errstate(all="ignore"):
+            quotient = np.abs(s2 / s1)
+        zero = (s1 == 0) | (s2 == 0)
+        near_max = ~zero & (e2 - e1 >= 96)
+        denorm_den = ~zero & ~near_max & (e1 == 0)
+        denorm_quotient = ~zero & ~near_max & ~denorm_den & (quotient < 2.0 ** -126)
+        tiny_num = ~zero & ~near_max & ~denorm_den & ~denorm_quotient & (e2 <= 23)
+        scale = (denorm_den | tiny_num | (near_max & (s0 == s1)) | (denorm_quotient & (s0 == s2)))
         result = np.where(scale, s0 * 2.0 ** 64, s0)
-        result = np.where((s1 == 0) | (s2 == 0), np.nan, result)
+        result = np.where(zero, np.nan, result)
         with np.errstate(all="ignore"):
             w.write_v(row, result.astype(F32).view(U32))
-        w.write_mask(flag, np.zeros(LANES, dtype=bool))
+        w.write_mask(flag, near_max | denorm_quotient)
     return run
 
 
 @semantics("v_div_fmas_f32")
 def compile_div_fmas(ins, ctx):
+    """fma(S0, S1, S2), post-scaled where VCC is set: by 2^64 when S2 (the scaled quotient) has an exponent above
+    127 (the denominator was scaled up), else by 2^-64 (the numerator was). The ISA text's fixed 2^32 cannot undo
+    v_div_scale's 2^64 either way; the direction by S2's exponent is what the sequence needs."""
     refuse_modifiers(ins, ())
     row = vgpr_row(ins.operands[0])
     getters = [vector_getter(op, 32, "f") for op in ins.operands[1:4]]
     mods = [_source_modifier(op, "f32") for op in ins.operands[1:4]]
 
     def run(w):
-        a, b, c = (nx.f32(m(g(w)) if m else g(w)) for g, m in zip(getters, mods))
-        result = fused(a, b, c, F64)
-        result = np.where(w.read_mask(VCC_LO), result * 2.0 ** 32, result)
+        a, b, c = (np.broadcast_to(np.asarray(m(g(w)) if m else g(w), dtype=U32), (LANES,))
+                   for g, m in zip(getters, mods))
+        result = fused(nx.f32(a), nx.f32(b), nx.f32(c), F64)
+        up = nx.exponent32(c) > 127
+        result = np.where(w.read_mask(VCC_LO), result * np.where(up, 2.0 ** 64, 2.0 ** -64), result)
         with np.errstate(all="ignore"):
-            w.write_v(row, np.broadcast_to(result, (LANES,)).astype(F32).view(U32))
+            w.write_v(row, result.astype(F32).view(U32))
     return run
 
 
@@ -1045,6 +1085,7 @@ CONVERT_TO_WIDE = {  # name: (source format, bits per element, result: bf16 pair
     "v_cvt_scalef32_pk_f32_fp8": ("e4m3", 8, "f32"),
     "v_cvt_scalef32_pk_f32_bf8": ("e5m2", 8, "f32"),
     "v_cvt_scalef32_pk_f16_fp8": ("e4m3", 8, "f16"),
+    "v_cvt_scalef32_pk_f16_bf8": ("e5m2", 8, "f16"),
 }
 
 
@@ -1119,6 +1160,43 @@ def compile_cvt_scaled_down(ins, ctx):
         codes = [nx.encode(v, fmt, saturate) for v in values]
         packed = (codes[0] | (codes[1] << U32(bits))) << U32(shift)
         w.write_v(row, (w.v[row] & ~field) | (packed.astype(U32) & field))
+    return run
+
+
+CONVERT_16_TO_NARROW = {  # name: (format, the packed source's element type)
+    "v_cvt_scalef32_pk_fp8_f16": ("e4m3", "f16"), "v_cvt_scalef32_pk_bf8_f16": ("e5m2", "f16"),
+    "v_cvt_scalef32_pk_fp8_bf16": ("e4m3", "bf16"), "v_cvt_scalef32_pk_bf8_bf16": ("e5m2", "bf16"),
+}
+
+
+@semantics(*CONVERT_16_TO_NARROW)
+def compile_cvt_scaled_down_16(ins, ctx):
+    """The two 16-bit elements of S0 (low, high) divided by the scale's power of two, rounded to nearest even into
+    the fp8 format (saturating as compile_cvt_scaled_down), into bytes 0 and 1 of the destination's word OPSEL[3]
+    (op_sel:[0,0,1]); the other word is kept. neg / abs of the packed source are not emulated."""
+    refuse_modifiers(ins, ("op_sel",))
+    fmt, source = CONVERT_16_TO_NARROW[ins.mnemonic]
+    for op in ins.operands[1:3]:
+        if op.neg or op.abs:
+            raise Unsupported(f"{ins.text}: neg/abs of {op.text}")
+    sel = _op_sel_field(ins)
+    if sel & 0b0111:
+        raise Unsupported(f"{ins.text}: op_sel bits other than the destination word")
+    row = vgpr_row(ins.operands[0])
+    get_src, get_scale = vector_getter(ins.operands[1]), vector_getter(ins.operands[2], 32, "f")
+    shift = U32((sel >> 3 & 1) * 16)
+    field = U32(0xFFFF) << shift
+    to_f32 = nx.f16_to_f32 if source == "f16" else nx.bf16_to_f32
+    from .ops_scalar import MODE_FP16_OVFL
+
+    def run(w):
+        packed = np.broadcast_to(np.asarray(get_src(w), dtype=U32), (LANES,))
+        scale = np.broadcast_to(nx.scale_of_f32(get_scale(w)), (LANES,))
+        saturate = bool(w.mode & MODE_FP16_OVFL)
+        with np.errstate(all="ignore"):
+            codes = [nx.encode(nx.f32(to_f32(half)).astype(F64) / scale, fmt, saturate)
+                     for half in (packed & U32(0xFFFF), packed >> U32(16))]
+        w.write_v(row, (w.v[row] & ~field) | (((codes[0] | (codes[1] << U32(8))) << shift) & field))
     return run
 
 

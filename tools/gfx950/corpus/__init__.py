@@ -29,6 +29,9 @@ class Case:
     interpreter: Optional[str] = None
 
 
-from .cases import CASES  # noqa: E402 - Case first: cases.py builds the list from it
+from .cases import CASES as _OURS  # noqa: E402 - Case first: cases.py builds the list from it
+from .common_cases import CASES as _COMMON  # noqa: E402
+
+CASES = _OURS + _COMMON
 
 __all__ = ["Case", "CASES"]

@@ -1,0 +1,321 @@
+"""Corpus cases in the forms most Triton code takes (common_kernels.py, gluon_common.py): inputs, the launch
+and the numpy answer. Rules as in cases.py: integer and bit results exact, conversions exact bit patterns
+under the stated rounding, fp32 arithmetic within the stated ulps of the float64 answer, transcendentals
+within the stated relative error, products and sums within rtol of the sum of their terms' magnitudes.
+"""
+import numpy as np
+import torch
+
+from . import Case
+from . import common_kernels as ck
+from . import reference as ref
+from .cases import bits_of, check_within, tensor, triton_cdiv, wrap32
+
+INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+def f16_bits(values):
+    """float64 values -> fp16 bit patterns, rounded once to nearest even (numpy's double -> half)."""
+    return np.asarray(values, dtype=np.float64).astype(np.float16).view(np.uint16)
+
+
+def f16_rtz_bits(values):
+    """float values (finite, within fp16's range) -> fp16 bit patterns rounded toward zero."""
+    values = np.asarray(values, dtype=np.float64)
+    nearest = values.astype(np.float16)
+    away = np.abs(nearest.astype(np.float64)) > np.abs(values)
+    toward = np.where(away, np.nextafter(nearest, np.float16(0)), nearest).astype(np.float16)
+    return toward.view(np.uint16)
+
+
+def bf16_rtz_bits(values):
+    """float32 values -> bf16 bit patterns, truncated (toward zero)."""
+    return (np.asarray(values, dtype=np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def _f16_nan(bits):
+    return ((bits & 0x7C00) == 0x7C00) & ((bits & 0x3FF) != 0)
+
+
+def _bf16_nan(bits):
+    return ((bits & 0x7F80) == 0x7F80) & ((bits & 0x7F) != 0)
+
+
+def check_bits(case, what, got, expected, is_nan):
+    """16-bit patterns equal; where the answer is a NaN (is_nan of its bits), a NaN (sign and payload not checked)."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    nan = is_nan(expected)
+    ref.check_equal(case, what, np.where(nan, 0, got), np.where(nan, 0, expected))
+    ref.check_equal(case, f"{what} (NaN where NaN)", is_nan(got)[nan], np.ones(int(nan.sum()), dtype=bool))
+
+
+# --- 16-bit floats ---------------------------------------------------------------------------------------
+def run_half(launch, rng):
+    """fp32 -> fp16 (nearest even and toward zero: ties, overflow, denormals), fp16 / bf16 arithmetic (each op
+    rounded once from the exact value; bf16 ops through fp32 as LLVM promotes them), 16-bit pairs joined and
+    split, bf16 <-> fp16 through fp32. 900 elements over 4 programs (a masked tail)."""
+    n, block = 900, 256
+    x = (rng.standard_normal(n) * 50).astype(np.float32)
+    edges = np.array([65504.0, 65519.99, 65520.0, -70000.0, 2.0 ** -24, 2.0 ** -25, 3 * 2.0 ** -26, -2.0 ** -20,
+                      1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -11, np.inf, -np.inf, np.nan, -0.0, 1e-30, 3e38],
+                     dtype=np.float32)
+    x[:edges.size] = edges
+    y = (rng.standard_normal(n) * 3).astype(np.float32)
+    y[:9] = [65504.0, 65519.0, -65505.0, 1.0 + 2.0 ** -11, -(1.0 + 3 * 2.0 ** -11), 2.0 ** -25, -3 * 2.0 ** -26,
+             2.0 ** -24 * 1.99, 1.0 - 2.0 ** -24]
+    h = (rng.standard_normal(n) * 4).astype(np.float16)
+    g = (rng.standard_normal(n) * 4).astype(np.float16)
+    h[:4] = [np.float16(2.0 ** -20), np.float16(60000), np.float16(-1.5), np.float16(0.0)]
+    g[:4] = [np.float16(3.0), np.float16(2.0), np.float16(-1.5), np.float16(-2.0)]   # 60000 x 2 overflows to inf
+    b_bits, b = ref.bf16_random(rng, n, scale=100.0)
+    c_bits, c = ref.bf16_random(rng, n, scale=0.01)
+    f16 = torch.zeros((ck.NUM_F16_OPS.value, n), dtype=torch.float16)
+    bf16 = torch.zeros((ck.NUM_BF16_OPS.value, n), dtype=torch.bfloat16)
+    f32 = torch.zeros((ck.NUM_F32_OPS.value, n), dtype=torch.float32)
+    launch(ck.half_kernel, (triton_cdiv(n, block),), tensor(x), tensor(y), tensor(h), tensor(g),
+           tensor(b_bits).view(torch.bfloat16), tensor(c_bits).view(torch.bfloat16), f16, bf16, f32, n, BLOCK=block,
+           num_warps=4)
+    x64, y64, h64, g64 = (v.astype(np.float64) for v in (x, y, h, g))
+    with np.errstate(over="ignore", invalid="ignore"):
+        f16_expected = {
+            "from_f32": f16_bits(x64), "from_f32_rtz": f16_rtz_bits(y64), "from_bf16": f16_bits(b),
+            "fma": f16_bits(h64 * g64 + h64), "add": f16_bits(h64 + g64), "mul": f16_bits(h64 * g64),
+            "max": f16_bits(np.fmax(h64, g64)), "min": f16_bits(np.fmin(h64, g64)),
+            "where_lt": f16_bits(np.where(h64 < g64, h64, -g64)),
+            "pack_low": f16_bits(f16_bits(x64).view(np.float16).astype(np.float64) * 2),
+            "pack_high": f16_bits(f16_bits(y64).view(np.float16).astype(np.float64) * 2)}
+        bf16_expected = {
+            "from_f32_rtz": bf16_rtz_bits(y), "from_f16": ref.bf16_bits(h.astype(np.float32)),
+            "add": ref.bf16_bits(b + c), "mul": ref.bf16_bits(b * c), "max": ref.bf16_bits(np.fmax(b, c)),
+            "pack_low": ref.bf16_bits(x), "pack_high": ref.bf16_bits(y)}
+    got16 = bits_of(f16)
+    for row, name in enumerate(ck.F16_OPS):
+        check_bits("half", f"fp16 {name}", got16[row], f16_expected[name], _f16_nan)
+    got_bf16 = bits_of(bf16)
+    for row, name in enumerate(ck.BF16_OPS):
+        check_bits("half", f"bf16 {name}", got_bf16[row], bf16_expected[name], _bf16_nan)
+    f32_expected = {"from_f16": h.astype(np.float32), "from_bf16": b, "f16_times_bf16": h.astype(np.float32) * b}
+    for row, name in enumerate(ck.F32_OPS):
+        ref.check_equal("half", f"fp32 {name}", f32.numpy()[row], f32_expected[name])
+
+
+# --- fp8 ----------------------------------------------------------------------------------------------------
+E5M2_MAX = 57344.0
+
+
+def e5m2_values(codes):
+    """e5m2 bytes -> float64 (IEEE-like: exponent 31 is inf / NaN)."""
+    codes = np.asarray(codes).astype(np.int64)
+    sign = np.where(codes & 0x80, -1.0, 1.0)
+    exponent, mantissa = (codes >> 2) & 0x1F, codes & 0x3
+    magnitude = np.where(exponent == 0, np.ldexp(mantissa / 4.0, -14), np.ldexp(1.0 + mantissa / 4.0, exponent - 15))
+    magnitude = np.where(exponent == 31, np.where(mantissa == 0, np.inf, np.nan), magnitude)
+    return sign * magnitude
+
+
+def _nearest_even(values, codes, code_values):
+    magnitude = np.abs(values)
+    above = np.clip(np.searchsorted(code_values, magnitude), 1, len(code_values) - 1)
+    below = above - 1
+    low_gap, high_gap = magnitude - code_values[below], code_values[above] - magnitude
+    pick_high = (high_gap < low_gap) | ((high_gap == low_gap) & (codes[above] % 2 == 0))
+    return np.where(pick_high, codes[above], codes[below])
+
+
+def e5m2_codes(values):
+    """float values within +-57344 -> e5m2 bytes, round to nearest even; NaN -> a NaN code."""
+    values = np.asarray(values, dtype=np.float64)
+    codes = np.arange(0x7C)   # every finite non-negative e5m2 value, ascending
+    magnitude = _nearest_even(np.nan_to_num(values), codes, e5m2_values(codes))
+    sign = np.where(np.signbit(values), 0x80, 0)
+    return np.where(np.isnan(values), 0x7E | sign, magnitude | sign).astype(np.uint8)
+
+
+def fp8_inputs(rng, n, top):
+    """n float64 values within +-top: every e4m3 / e5m2 value and midpoint below top among them, random ones."""
+    e4 = ref.e4m3_values(np.arange(0x7F))
+    e5 = e5m2_values(np.arange(0x7C))
+    grid = np.unique(np.concatenate([e4, e5, (e4[:-1] + e4[1:]) / 2, (e5[:-1] + e5[1:]) / 2]))
+    grid = grid[grid <= top]
+    values = np.concatenate([grid, -grid, rng.standard_normal(n) * 20])[:n]
+    return np.concatenate([values, rng.standard_normal(max(0, n - values.size)) * 20])
+
+
+def run_fp8(launch, rng):
+    _fp8_case(launch, rng, special=False)
+
+
+def run_fp8_special_codes(launch, rng):
+    _fp8_case(launch, rng, special=True)
+
+
+def _fp8_case(launch, rng, special):
+    """fp32 / fp16 / bf16 -> e4m3fn and e5m2 (round to nearest even, every code's value and every midpoint between
+    neighbours within range, so ties go both ways), and every code of each back to fp32, fp16 and bf16 (exact; the
+    special codes -- NaN, e5m2's infinities and denormals -- in a launch of their own)."""
+    n, block = 1024, 256
+    x = fp8_inputs(rng, n, 448.0).astype(np.float32)
+    x[-3:] = [np.nan, -np.nan, 0.0]
+    h = fp8_inputs(rng, n, 448.0).astype(np.float16)     # fp16 holds every e4m3 / e5m2 midpoint below 448 exactly
+    b_bits = ref.bf16_bits(fp8_inputs(rng, n, 448.0).astype(np.float32))
+    b = ref.bf16_values(b_bits)
+    codes = np.arange(n) % 256
+    e4, e5 = codes.astype(np.uint8), ((codes + 77) % 256).astype(np.uint8)
+    # NaN; e5m2's infinities, NaNs and denormals
+    e4_special, e5_special = (e4 & 0x7F) == 0x7F, ((e5 & 0x7F) >= 0x7C) | ((e5 & 0x7F) - 1 < 3)
+    if special:   # those codes only (Triton 3.9's interpreter decodes e4m3 0x7F as 480, e5m2 0x7C as 65536, and
+        # flushes e5m2 denormals to zero in fp16)
+        e4 = np.where(codes % 2, 0x7F, 0xFF).astype(np.uint8)
+        e5 = np.array([0x01, 0x02, 0x03, 0x7C, 0x7D, 0x7E, 0x7F], dtype=np.uint8)[codes % 7] | (0x80 * (codes // 7 % 2))
+        e5 = e5.astype(np.uint8)
+    else:
+        e4, e5 = np.where(e4_special, 0x00, e4).astype(np.uint8), np.where(e5_special, 0x04, e5).astype(np.uint8)
+    down = tensor(np.zeros((ck.NUM_FP8_DOWN.value, n), dtype=np.uint8))
+    f32 = torch.zeros((2, n), dtype=torch.float32)
+    f16 = torch.zeros((2, n), dtype=torch.float16)
+    bf16 = torch.zeros((2, n), dtype=torch.bfloat16)
+    launch(ck.fp8_kernel, (triton_cdiv(n, block),), tensor(x), tensor(h), tensor(b_bits).view(torch.bfloat16),
+           tensor(e4), tensor(e5), down, f32, f16, bf16, n, BLOCK=block, num_warps=4)
+    sources = {"f32": x.astype(np.float64), "f16": h.astype(np.float64), "bf16": b.astype(np.float64)}
+    for row, name in enumerate(ck.FP8_DOWN):
+        fmt, source = name.split("_from_")
+        encode, is_nan = (ref.e4m3_codes, lambda c: (c & 0x7F) == 0x7F) if fmt == "e4m3" else (
+            e5m2_codes, lambda c: (c & 0x7F) > 0x7C)
+        got, nan = down.numpy()[row], np.isnan(sources[source])
+        ref.check_equal("fp8", f"{name} (at NaN inputs: 1 for a NaN code)", np.where(nan, is_nan(got), got),
+                        np.where(nan, 1, encode(sources[source])))
+    for row, (codes_in, decode) in enumerate(((e4, ref.e4m3_values), (e5, e5m2_values))):
+        expected = decode(codes_in)
+        what = ("e4m3", "e5m2")[row]
+        ref.check_equal("fp8", f"{what} -> fp32", f32.numpy()[row], expected.astype(np.float32))
+        check_bits("fp8", f"{what} -> fp16", bits_of(f16)[row], f16_bits(expected), _f16_nan)
+        check_bits("fp8", f"{what} -> bf16", bits_of(bf16)[row], ref.bf16_bits(expected.astype(np.float32)),
+                   _bf16_nan)
+
+
+# --- tl.math ----------------------------------------------------------------------------------------------
+def _erf(values):
+    from math import erf
+    return np.array([erf(v) for v in values])
+
+
+def run_math(launch, rng):
+    """tl.math over 700 elements: exp within |y| 2^-24 + 2^-22 relative (Triton computes exp2(y log2(e))); log,
+    exp2, log2, erf, sin, cos within 4e-7 relative (plus 1e-7 absolute near
+    zero crossings); sqrt within 1 ulp, rsqrt 2, sqrt_rn and div_rn correctly rounded; abs, floor, ceil exact."""
+    n, block = 700, 256
+    x = np.exp(rng.uniform(-40, 40, n)).astype(np.float32)
+    x[:6] = [1.0, 2.0, 0.5, 1e-38, 3e38, 7.0]
+    y = rng.uniform(-20, 20, n).astype(np.float32)
+    y[:6] = [0.0, -0.0, 1.0, -3.5, 2.5, 1e-6]
+    out = tensor(np.full((ck.NUM_MATH_OPS.value, n), np.nan, dtype=np.float32))
+    launch(ck.math_kernel, (triton_cdiv(n, block),), tensor(x), tensor(y), out, n, BLOCK=block, num_warps=4)
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    expected = {"exp": np.exp(y64), "log": np.log(x64), "sqrt": np.sqrt(x64), "rsqrt": 1 / np.sqrt(x64),
+                "erf": _erf(y64), "exp2": np.exp2(y64), "log2": np.log2(x64),
+                "sqrt_rn": np.sqrt(x64), "div_rn": y64 / x64, "abs": np.abs(y64), "floor": np.floor(y64),
+                "ceil": np.ceil(y64), "sin": np.sin(y64), "cos": np.cos(y64)}
+    got = out.numpy()
+    for row, name in enumerate(ck.MATH_OPS):
+        if name in ("sqrt_rn", "div_rn"):
+            ref.check_ulps("math", name, got[row], expected[name], ulps=0.5)
+        elif name in ("sqrt", "rsqrt"):   # v_sqrt / v_rsq: 1 ulp; Triton's interpreter, 1 / sqrt in fp32: 2
+            ref.check_ulps("math", name, got[row], expected[name], ulps=1 if name == "sqrt" else 2)
+        elif name in ("abs", "floor", "ceil"):
+            ref.check_equal("math", name, got[row], expected[name].astype(np.float32))
+        elif name == "exp":   # Triton's exp(y) is exp2(y log2(e)): the product's rounding, |y| 2^-24 relative
+            check_within("math", name, got[row], expected[name], np.abs(expected[name]),
+                         np.abs(y64) * 2.0 ** -24 + 2.0 ** -22)
+        else:
+            ref.check_close("math", name, got[row], expected[name], rtol=4e-7, atol=1e-7)
+
+
+def run_ldexp(launch, rng):
+    """libdevice.ldexp(y, e) exact into denormals and infinities, and int64 -> fp32 rounded to nearest even (ties,
+    2^63 - 1, negative values), over 500 elements."""
+    n, block = 500, 256
+    y = (rng.standard_normal(n) * 8).astype(np.float32)
+    e = rng.integers(-160, 160, n).astype(np.int32)
+    y[:4], e[:4] = [1.5, -1.0, 3.0, 1.0], [-149, -150, 127, 128]
+    a = rng.integers(INT64_MIN, INT64_MAX, n, dtype=np.int64) >> rng.integers(0, 63, n)
+    a[:5] = [INT64_MAX, INT64_MIN, (1 << 40) + (1 << 16), (1 << 40) + (3 << 16), -(1 << 24) - 1]   # ties both ways
+    out = tensor(np.full((2, n), np.nan, dtype=np.float32))
+    launch(ck.ldexp_kernel, (triton_cdiv(n, block),), tensor(y), tensor(e), tensor(a), out, n, BLOCK=block,
+           num_warps=4)
+    with np.errstate(over="ignore"):
+        ref.check_equal("ldexp", "ldexp(y, e)", out.numpy()[0], np.ldexp(y, e))
+    ref.check_equal("ldexp", "int64 -> fp32", out.numpy()[1], a.astype(np.float32))
+
+
+# --- scans ------------------------------------------------------------------------------------------------------
+def run_cumsum(launch, rng):
+    """tl.cumsum along each axis of (37, 100) tiles in (16, 128) blocks over 3 programs: fp32 within 1e-6 of the
+    running sum of magnitudes, int32 exact (wrapping)."""
+    rows, cols = 37, 100
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    i = rng.integers(-2 ** 31, 2 ** 31, (rows, cols), dtype=np.int64).astype(np.int32)
+    out = tensor(np.full((rows, cols), np.nan, dtype=np.float32))
+    out_i = tensor(np.zeros((2, rows, cols), dtype=np.int32))
+    launch(ck.cumsum_kernel, (triton_cdiv(rows, 16),), tensor(x), tensor(i), out, out_i, rows, cols, ROWS=16,
+           COLS=128, num_warps=4)
+    x64 = x.astype(np.float64)
+    check_within("cumsum", "fp32 cumsum along axis 1", out.numpy(), np.cumsum(x64, axis=1),
+                 np.cumsum(np.abs(x64), axis=1), 1e-6)
+    ref.check_equal("cumsum", "int32 cumsum along axis 1", out_i.numpy()[0], wrap32(np.cumsum(i.astype(np.int64), 1)))
+    per_program = [wrap32(np.cumsum(i[p:p + 16].astype(np.int64), axis=0)) for p in range(0, rows, 16)]
+    ref.check_equal("cumsum", "int32 cumsum along axis 0 (within each program's 16 rows)", out_i.numpy()[1],
+                    np.concatenate(per_program))
+
+
+# --- int64 ----------------------------------------------------------------------------------------------------------
+def int64_reference(a, b, s, i, f):
+    """INT64_OPS in numpy (wrapping two's complement; / and % truncate toward zero)."""
+    au, bu, su = a.view(np.uint64), b.view(np.uint64), s.astype(np.uint64)
+    quotient = (np.abs(a) // np.abs(b)) * np.sign(a) * np.sign(b)
+    with np.errstate(over="ignore"):
+        rows = {"add": (au + bu).view(np.int64), "sub": (au - bu).view(np.int64), "mul": (au * bu).view(np.int64),
+                "div": quotient, "rem": a - quotient * b, "shl": (au << su).view(np.int64), "ashr": a >> s,
+                "lshr": (au >> su).view(np.int64), "and_or_xor": ((a & b) | (a ^ 0x0F0F0F0F0F0F0F0F)) ^ b,
+                "max": np.maximum(a, b), "min": np.minimum(a, b), "lt_select": np.where(a < b, a, b - 7), "neg": -a,
+                "from_i32": i.astype(np.int64),
+                "from_f64": np.trunc(f).astype(np.int64), "abs": np.abs(a)}
+    return rows
+
+
+def run_int64(launch, rng):
+    """int64 arithmetic, shifts, compares and conversions over 600 elements: values across the whole range (and
+    small ones, 0 and +-1), divisions by large and small divisors, every shift count."""
+    n, block = 600, 256
+    a = rng.integers(INT64_MIN + 1, INT64_MAX, n, dtype=np.int64)
+    a[::3] >>= rng.integers(0, 60, a[::3].size)
+    a[:6] = [0, 1, -1, INT64_MAX, INT64_MIN + 1, 2 ** 32]
+    b = rng.integers(INT64_MIN + 1, INT64_MAX, n, dtype=np.int64) >> rng.integers(0, 62, n)
+    b[b == 0] = 5
+    b[:6] = [3, -2, 7, -1, 2 ** 32 + 1, 2 ** 31]
+    s = (np.arange(n) % 64).astype(np.int32)
+    i = rng.integers(-2 ** 31, 2 ** 31, n, dtype=np.int64).astype(np.int32)
+    f = rng.uniform(-2.0 ** 62, 2.0 ** 62, n) / np.exp2(rng.integers(0, 60, n))
+    out = tensor(np.zeros((ck.NUM_INT64_OPS.value, n), dtype=np.int64))
+    launch(ck.int64_kernel, (triton_cdiv(n, block),), tensor(a), tensor(b), tensor(s), tensor(i), tensor(f), out, n,
+           BLOCK=block, num_warps=4)
+    expected = int64_reference(a, b, s, i, f)
+    for row, name in enumerate(ck.INT64_OPS):
+        ref.check_equal("int64", name, out.numpy()[row], expected[name])
+
+
+CASES = [
+    Case("half", run_half, "fp16 / bf16: conversions from fp32 (RNE, RTZ: v_cvt_pk_f16_f32, v_cvt_pkrtz), 16-bit "
+         "arithmetic (packed and scalar f16), bf16 ops through fp32, pairs joined and split (packs)"),
+    Case("fp8", run_fp8, "fp8 e4m3fn / e5m2 from fp32, fp16 and bf16 and back: the gfx950 scaled converts "
+         "(v_cvt_scalef32_*), every code"),
+    Case("fp8_special", run_fp8_special_codes, "fp8_kernel on e4m3fn's NaN codes and e5m2's infinities, NaNs and denormals -> "
+         "fp32 / fp16 / bf16", "Triton 3.9's interpreter decodes e4m3fn 0x7F as 480 and e5m2 0x7C as 65536, and flushes "
+         "e5m2 denormals in fp16"),
+    Case("ldexp", run_ldexp, "libdevice.ldexp (v_ldexp_f32), int64 -> fp32 (v_ffbh, 64-bit shifts, v_ldexp_f32)",
+         "libdevice functions do not run in Triton's interpreter"),
+    Case("math", run_math, "tl.math: exp, log, sqrt, rsqrt, erf, exp2, log2 (v_log_f32), "
+         "correctly rounded sqrt and division, sin, cos, floor, ceil"),
+    Case("cumsum", run_cumsum, "tl.cumsum along each axis: scans across lanes (DPP, permutes) and warps (LDS)"),
+    Case("int64", run_int64, "int64: 64-bit add/sub/mul/div/rem, shifts (v_lshrrev_b64, v_ashrrev_i64), compares, "
+         "conversions to and from fp32 / fp64"),
+]

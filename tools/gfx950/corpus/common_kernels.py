@@ -1,0 +1,206 @@
+"""Standard-Triton kernels of the corpus in the forms most Triton code takes, beyond our own
+kernels' (issue 42): 16-bit and fp8 conversions, tl.math, scans, int64, every atomic, the
+dot shapes of each operand type, and a tiled matmul, a layer norm and a split-KV decode
+written as Triton's tutorials and public kernels write them.
+
+Self-contained (imports triton only), importable under the runner's Triton 3.6.0 and under
+Triton 3.9.0 (the gfx950 builds) and in Triton's interpreter. Each kernel's docstring
+gives its pointers' shapes and what one program computes; common_cases.py holds the numpy
+answers.
+"""
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+# rows of half_kernel's outputs, in order (common_cases.py computes the same lists in numpy)
+F16_OPS = ("from_f32", "from_f32_rtz", "from_bf16", "fma", "add", "mul", "max", "min", "where_lt", "pack_low",
+           "pack_high")
+BF16_OPS = ("from_f32_rtz", "from_f16", "add", "mul", "max", "pack_low", "pack_high")
+F32_OPS = ("from_f16", "from_bf16", "f16_times_bf16")
+NUM_F16_OPS = tl.constexpr(len(F16_OPS))
+NUM_BF16_OPS = tl.constexpr(len(BF16_OPS))
+NUM_F32_OPS = tl.constexpr(len(F32_OPS))
+
+
+# --- 16-bit floats -------------------------------------------------------------------------------------
+@triton.jit
+def half_kernel(x_ptr, y_ptr, h_ptr, g_ptr, b_ptr, c_ptr, f16_ptr, bf16_ptr, f32_ptr, n, BLOCK: tl.constexpr):
+    """x, y (n,) float32, h, g (n,) fp16, b, c (n,) bf16 -> f16 (NUM_F16_OPS, n) fp16 rows F16_OPS, bf16
+    (NUM_BF16_OPS, n) rows BF16_OPS, f32 (NUM_F32_OPS, n) rows F32_OPS; elements [pid BLOCK, + BLOCK), masked
+    past n. The round-toward-zero rows convert y (within fp16's range), the others x. pack_low / pack_high: (x, y) converted and joined into pairs (a (BLOCK, 2) tile), its two columns
+    stored apart. bf16 add / mul / max: through fp32, as LLVM computes bf16 arithmetic on gfx950 (and as Triton's
+    interpreter, which stores bf16 as raw bits, cannot)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    x = tl.load(x_ptr + offs, mask=ok, other=1.0)
+    y = tl.load(y_ptr + offs, mask=ok, other=1.0)
+    h = tl.load(h_ptr + offs, mask=ok, other=1.0)
+    g = tl.load(g_ptr + offs, mask=ok, other=1.0)
+    b = tl.load(b_ptr + offs, mask=ok, other=1.0)
+    c = tl.load(c_ptr + offs, mask=ok, other=1.0)
+    f16_pairs = tl.join(x.to(tl.float16), y.to(tl.float16))
+    f16_low, f16_high = tl.split(f16_pairs * 2.0)
+    f16_results = (
+        x.to(tl.float16),
+        y.to(tl.float16, fp_downcast_rounding="rtz"),
+        b.to(tl.float16),
+        tl.fma(h, g, h),
+        h + g,
+        h * g,
+        tl.maximum(h, g),
+        tl.minimum(h, g),
+        tl.where(h < g, h, -g),
+        f16_low,
+        f16_high,
+    )
+    for k in tl.static_range(NUM_F16_OPS):
+        tl.store(f16_ptr + k * n + offs, f16_results[k], mask=ok)
+    bf16_pairs = tl.join(x.to(tl.bfloat16), y.to(tl.bfloat16))
+    bf16_low, bf16_high = tl.split(bf16_pairs)
+    bf16_results = (
+        y.to(tl.bfloat16, fp_downcast_rounding="rtz"),
+        h.to(tl.bfloat16),
+        (b.to(tl.float32) + c.to(tl.float32)).to(tl.bfloat16),
+        (b.to(tl.float32) * c.to(tl.float32)).to(tl.bfloat16),
+        tl.maximum(b.to(tl.float32), c.to(tl.float32)).to(tl.bfloat16),
+        bf16_low,
+        bf16_high,
+    )
+    for k in tl.static_range(NUM_BF16_OPS):
+        tl.store(bf16_ptr + k * n + offs, bf16_results[k], mask=ok)
+    f32_results = (h.to(tl.float32), b.to(tl.float32), h.to(tl.float32) * b.to(tl.float32))
+    for k in tl.static_range(NUM_F32_OPS):
+        tl.store(f32_ptr + k * n + offs, f32_results[k], mask=ok)
+
+
+# --- fp8 -------------------------------------------------------------------------------------------------
+FP8_DOWN = ("e4m3_from_f32", "e5m2_from_f32", "e4m3_from_f16", "e5m2_from_f16", "e4m3_from_bf16", "e5m2_from_bf16")
+FP8_UP = ("f32_from_e4m3", "f32_from_e5m2")
+NUM_FP8_DOWN = tl.constexpr(len(FP8_DOWN))
+
+
+@triton.jit
+def fp8_kernel(x_ptr, h_ptr, b_ptr, e4_ptr, e5_ptr, down_ptr, f32_ptr, f16_ptr, bf16_ptr, n, BLOCK: tl.constexpr):
+    """x (n,) float32, h (n,) fp16, b (n,) bf16 -> down (NUM_FP8_DOWN, n) bytes: rows FP8_DOWN (x.to(float8e4nv)
+    ...: round to nearest even); e4, e5 (n,) bytes of e4m3fn / e5m2 codes -> f32 (2, n), f16 (2, n), bf16 (2, n):
+    row 0 the e4m3 values, row 1 the e5m2 values (exact)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    x = tl.load(x_ptr + offs, mask=ok, other=1.0)
+    h = tl.load(h_ptr + offs, mask=ok, other=1.0)
+    b = tl.load(b_ptr + offs, mask=ok, other=1.0)
+    down = (x.to(tl.float8e4nv), x.to(tl.float8e5), h.to(tl.float8e4nv), h.to(tl.float8e5), b.to(tl.float8e4nv),
+            b.to(tl.float8e5))
+    for k in tl.static_range(NUM_FP8_DOWN):
+        tl.store(down_ptr + k * n + offs, down[k].to(tl.uint8, bitcast=True), mask=ok)
+    e4 = tl.load(e4_ptr + offs, mask=ok, other=0).to(tl.float8e4nv, bitcast=True)
+    e5 = tl.load(e5_ptr + offs, mask=ok, other=0).to(tl.float8e5, bitcast=True)
+    tl.store(f32_ptr + offs, e4.to(tl.float32), mask=ok)
+    tl.store(f32_ptr + n + offs, e5.to(tl.float32), mask=ok)
+    tl.store(f16_ptr + offs, e4.to(tl.float16), mask=ok)
+    tl.store(f16_ptr + n + offs, e5.to(tl.float16), mask=ok)
+    tl.store(bf16_ptr + offs, e4.to(tl.bfloat16), mask=ok)
+    tl.store(bf16_ptr + n + offs, e5.to(tl.bfloat16), mask=ok)
+
+
+# --- tl.math -----------------------------------------------------------------------------------------------
+MATH_OPS = ("exp", "log", "sqrt", "rsqrt", "erf", "exp2", "log2", "sqrt_rn", "div_rn", "abs", "floor",
+            "ceil", "sin", "cos")
+NUM_MATH_OPS = tl.constexpr(len(MATH_OPS))
+
+
+@triton.jit
+def math_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """x (n,) float32 (> 0 for log / sqrt / rsqrt), y (n,) float32 (any sign) -> out (NUM_MATH_OPS, n) float32: rows
+    MATH_OPS of tl.math on x (exp, erf, exp2, abs, floor, ceil, sin, cos on y; div_rn(y, x))."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    x = tl.load(x_ptr + offs, mask=ok, other=1.0)
+    y = tl.load(y_ptr + offs, mask=ok, other=1.0)
+    results = (
+        tl.exp(y),
+        tl.log(x),
+        tl.sqrt(x),
+        tl.rsqrt(x),
+        tl.math.erf(y),
+        tl.exp2(y),
+        tl.log2(x),
+        tl.sqrt_rn(x),
+        tl.div_rn(y, x),
+        tl.abs(y),
+        tl.floor(y),
+        tl.ceil(y),
+        tl.sin(y),
+        tl.cos(y),
+    )
+    for k in tl.static_range(NUM_MATH_OPS):
+        tl.store(out_ptr + k * n + offs, results[k], mask=ok)
+
+
+@triton.jit
+def ldexp_kernel(y_ptr, e_ptr, a_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """y (n,) float32, e (n,) int32, a (n,) int64 -> out (2, n) float32: libdevice.ldexp(y, e) (ocml's, v_ldexp_f32),
+    a.to(float32) (rounded to nearest even)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    y = tl.load(y_ptr + offs, mask=ok, other=1.0)
+    e = tl.load(e_ptr + offs, mask=ok, other=0)
+    a = tl.load(a_ptr + offs, mask=ok, other=0)
+    tl.store(out_ptr + offs, libdevice.ldexp(y, e), mask=ok)
+    tl.store(out_ptr + n + offs, a.to(tl.float32), mask=ok)
+
+
+# --- scans ----------------------------------------------------------------------------------------------------
+@triton.jit
+def cumsum_kernel(x_ptr, i_ptr, out_ptr, out_i_ptr, rows, cols, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """x (rows, cols) float32, i (rows, cols) int32 -> out (rows, cols) = tl.cumsum(x, axis 1), out_i (2, rows, cols):
+    tl.cumsum(i, axis 1) (wrapping), tl.cumsum(i, axis 0); program p takes rows [p ROWS, + ROWS) (axis 0 within the
+    program's rows)."""
+    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    c = tl.arange(0, COLS)
+    ok = (r[:, None] < rows) & (c[None, :] < cols)
+    offs = r[:, None] * cols + c[None, :]
+    x = tl.load(x_ptr + offs, mask=ok, other=0.0)
+    i = tl.load(i_ptr + offs, mask=ok, other=0)
+    tl.store(out_ptr + offs, tl.cumsum(x, axis=1), mask=ok)
+    tl.store(out_i_ptr + offs, tl.cumsum(i, axis=1), mask=ok)
+    tl.store(out_i_ptr + rows * cols + offs, tl.cumsum(i, axis=0), mask=ok)
+
+
+# --- int64 --------------------------------------------------------------------------------------------------------
+INT64_OPS = ("add", "sub", "mul", "div", "rem", "shl", "ashr", "lshr", "and_or_xor", "max", "min", "lt_select", "neg",
+             "from_i32", "from_f64", "abs")
+NUM_INT64_OPS = tl.constexpr(len(INT64_OPS))
+
+
+@triton.jit
+def int64_kernel(a_ptr, b_ptr, s_ptr, i_ptr, f_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """a, b (n,) int64 (b != 0, no INT64_MIN / -1), s (n,) int32 shift counts in [0, 63], i (n,) int32, f (n,)
+    float64 (|f| < 2^62) -> out (NUM_INT64_OPS, n) int64: rows INT64_OPS (C semantics: / and % truncate)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    a = tl.load(a_ptr + offs, mask=ok, other=1)
+    b = tl.load(b_ptr + offs, mask=ok, other=1)
+    s = tl.load(s_ptr + offs, mask=ok, other=0).to(tl.int64)
+    i = tl.load(i_ptr + offs, mask=ok, other=0)
+    f = tl.load(f_ptr + offs, mask=ok, other=0.0)
+    results = (
+        a + b,
+        a - b,
+        a * b,
+        a // b,
+        a % b,
+        a << s,
+        a >> s,
+        (a.to(tl.uint64, bitcast=True) >> s.to(tl.uint64)).to(tl.int64, bitcast=True),
+        ((a & b) | (a ^ 0x0F0F0F0F0F0F0F0F)) ^ b,
+        tl.maximum(a, b),
+        tl.minimum(a, b),
+        tl.where(a < b, a, b - 7),
+        -a,
+        i.to(tl.int64),
+        f.to(tl.int64),
+        tl.abs(a),
+    )
+    for k in tl.static_range(NUM_INT64_OPS):
+        tl.store(out_ptr + k * n + offs, results[k], mask=ok)
