@@ -110,6 +110,22 @@ def fmin(a, b):
     return result.astype(F32)
 
 
+def _fminmax64(a, b, pick_max):
+    """v_max_f64 / v_min_f64 in IEEE mode: a signaling NaN gives a quiet NaN, one quiet NaN the other operand;
+    max(+0, -0) = +0, min(+0, -0) = -0."""
+    a, b = np.asarray(a, dtype=F64), np.asarray(b, dtype=F64)
+    bits_a, bits_b = a.view(np.uint64), b.view(np.uint64)
+    quiet = np.uint64(1 << 51)
+    result = np.where(a >= b, a, b) if pick_max else np.where(a < b, a, b)
+    result = np.where(np.isnan(a), b, np.where(np.isnan(b), a, result))
+    zeros = (a == 0) & (b == 0)
+    signed = (np.signbit(a) & np.signbit(b)) if pick_max else (np.signbit(a) | np.signbit(b))
+    result = np.where(zeros, np.where(signed, -0.0, 0.0), result)
+    snan_a, snan_b = np.isnan(a) & ((bits_a & quiet) == 0), np.isnan(b) & ((bits_b & quiet) == 0)
+    result = np.where(snan_a, (bits_a | quiet).view(F64), np.where(snan_b, (bits_b | quiet).view(F64), result))
+    return result.astype(F64)
+
+
 def fmed3(a, b, c):
     a, b, c = (np.broadcast_to(np.asarray(x, dtype=F32), (LANES,)) for x in (a, b, c))
     any_nan = np.isnan(a) | np.isnan(b) | np.isnan(c)
@@ -347,6 +363,8 @@ ELEMENTWISE = {
     "v_mul_f64": (("f64", "f64"), "f64", lambda a, b: a * b),
     "v_fma_f64": (("f64", "f64", "f64"), "f64", nx.fma64),
     "v_fmac_f64": (("f64", "f64", "dst:f64"), "f64", nx.fma64),
+    "v_max_f64": (("f64", "f64"), "f64", lambda a, b: _fminmax64(a, b, True)),
+    "v_min_f64": (("f64", "f64"), "f64", lambda a, b: _fminmax64(a, b, False)),
     "v_trunc_f64": (("f64",), "f64", np.trunc),
     "v_floor_f64": (("f64",), "f64", np.floor),
     "v_ceil_f64": (("f64",), "f64", np.ceil),
@@ -982,6 +1000,50 @@ def compile_packed_16(ins, ctx):
         low = function(*(half(b, op_sel[i], neg_lo[i]) for i, b in enumerate(sources)))
         high = function(*(half(b, op_sel_hi[i], neg_hi[i]) for i, b in enumerate(sources)))
         w.write_v(row, np.broadcast_to(encode(low, kind) | (encode(high, kind) << U32(16)), (LANES,)))
+    return run
+
+
+# --- mixed-precision FMA (VOP3P) ------------------------------------------------------------
+
+@semantics("v_fma_mix_f32", "v_fma_mixlo_f16", "v_fma_mixhi_f16", "v_mad_mix_f32", "v_mad_mixlo_f16",
+           "v_mad_mixhi_f16")
+def compile_fma_mix(ins, ctx):
+    """in[i] = S[i] as f32 where op_sel_hi[i] is 0, else the f16 in its half op_sel[i] (CDNA4 ISA, V_MAD_MIX*);
+    neg_lo negates and neg_hi takes the absolute value of in[i]; the f32 fma of in[0] x in[1] + in[2] is the result
+    (mix_f32), or converted to f16 into the low (mixlo) or high (mixhi) half, the other half kept."""
+    refuse_modifiers(ins, ("op_sel", "op_sel_hi", "neg_lo", "neg_hi", "clamp"))
+    if "clamp" in ins.modifiers:
+        raise Unsupported(f"{ins.text}: clamp")
+    row = vgpr_row(ins.operands[0])
+    getters = [vector_getter(op, 32, "f") for op in ins.operands[1:4]]
+    for op in ins.operands[1:4]:
+        if op.neg or op.abs:
+            raise Unsupported(f"{ins.text}: VOP3 neg/abs on {op.text} (the mix forms use neg_lo / neg_hi)")
+    op_sel = ins.modifiers.get("op_sel", (0, 0, 0))
+    op_sel_hi = ins.modifiers.get("op_sel_hi", (0, 0, 0))
+    neg_lo = ins.modifiers.get("neg_lo", (0, 0, 0))
+    neg_hi = ins.modifiers.get("neg_hi", (0, 0, 0))
+    target = "f32" if ins.mnemonic.endswith("_f32") else ("lo" if "mixlo" in ins.mnemonic else "hi")
+
+    def value(bits, i):
+        bits = np.asarray(bits, dtype=U32)
+        if op_sel_hi[i]:
+            bits = nx.f16_to_f32((bits >> U32(16)) if op_sel[i] else bits)
+        x = nx.f32(bits).astype(F64)
+        if neg_hi[i]:
+            x = np.abs(x)
+        return -x if neg_lo[i] else x
+
+    def run(w):
+        with np.errstate(all="ignore"):
+            result = (value(getters[0](w), 0) * value(getters[1](w), 1) + value(getters[2](w), 2)).astype(F32)
+        result = np.broadcast_to(result.view(U32), (LANES,))
+        if target == "f32":
+            w.write_v(row, result)
+        elif target == "lo":
+            w.write_v(row, (w.v[row] & U32(0xFFFF0000)) | nx.f32_to_f16(result))
+        else:
+            w.write_v(row, (w.v[row] & U32(0xFFFF)) | (nx.f32_to_f16(result) << U32(16)))
     return run
 
 

@@ -8,10 +8,13 @@ import torch
 
 from . import Case
 from . import common_kernels as ck
+from . import gluon_common as gc
 from . import reference as ref
-from .cases import bits_of, check_within, tensor, triton_cdiv, wrap32
+from . import triton_kernels as tk
+from .cases import _dot_scaled_case, bits_of, check_within, tensor, triton_cdiv, wrap32
 
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+GLUON = "a Gluon kernel: Gluon does not run in Triton's interpreter"
 
 
 def f16_bits(values):
@@ -303,6 +306,128 @@ def run_int64(launch, rng):
         ref.check_equal("int64", name, out.numpy()[row], expected[name])
 
 
+def run_wide_reduce(launch, rng):
+    """int64 sum / max / min and float64 max / min of 1000 values over 8 warps (64-bit values through LDS)."""
+    n = 1000
+    a = rng.integers(INT64_MIN, INT64_MAX, n, dtype=np.int64)
+    f = rng.standard_normal(n) * 1e100
+    out = tensor(np.zeros(3, dtype=np.int64))
+    out_f = tensor(np.zeros(2, dtype=np.float64))
+    launch(ck.wide_reduce_kernel, (1,), tensor(a), tensor(f), out, out_f, n, BLOCK=1024, num_warps=8)
+    total = int(a.view(np.uint64).sum(dtype=np.uint64).view(np.int64))
+    ref.check_equal("wide_reduce", "int64 sum, max, min", out.numpy(), np.array([total, a.max(), a.min()]))
+    ref.check_equal("wide_reduce", "float64 max, min", out_f.numpy(), np.array([f.max(), f.min()]))
+
+
+def run_lds_pairs(launch, rng):
+    """Gluon: a (32, 64) fp32 tile through shared memory, read back 2 rows x 2 columns a lane: out = 3 x - 1."""
+    x = rng.standard_normal((32, 64)).astype(np.float32)
+    out = tensor(np.full((32, 64), np.nan, dtype=np.float32))
+    launch(gc.lds_pairs_kernel, (1,), tensor(x), out, num_warps=4)
+    ref.check_ulps("lds_pairs", "3 x - 1", out.numpy(), x.astype(np.float64) * 3 - 1, ulps=1,
+                   magnitude=np.abs(x.astype(np.float64) * 3) + 1)
+
+
+# --- matrix products ----------------------------------------------------------------------------------------------
+def dot_operand(rng, dtype, shape):
+    """(torch tensor, float64 values) of a random (shape) operand of `dtype`: "f16", "bf16", "e4m3", "e5m2", "i8"
+    (every finite code possible for the fp8 formats, the whole int8 range)."""
+    if dtype == "f16":
+        values = (rng.standard_normal(shape) * 2).astype(np.float16)
+        return tensor(values), values.astype(np.float64)
+    if dtype == "bf16":
+        bits, values = ref.bf16_random(rng, shape, scale=2.0)
+        return tensor(bits).view(torch.bfloat16), values.astype(np.float64)
+    if dtype == "e4m3":
+        codes = ref.random_e4m3(rng, shape)
+        return tensor(codes).view(torch.float8_e4m3fn), ref.e4m3_values(codes)
+    if dtype == "e5m2":
+        codes = rng.integers(0, 256, shape, dtype=np.uint8)
+        codes = np.where((codes & 0x7F) >= 0x7C, codes & 0xF3, codes).astype(np.uint8)   # no inf / NaN codes
+        return tensor(codes).view(torch.float8_e5m2), e5m2_values(codes)
+    values = rng.integers(-128, 128, shape, dtype=np.int64).astype(np.int8)
+    return tensor(values), values.astype(np.float64)
+
+
+def _typed_dot_case(name, dtype, m, n, k, trans_b=False):
+    """tl.dot of two `dtype` operands (m, k) @ (k, n) + c through triton_kernels.dot_kernel (int8: int8_dot_kernel,
+    an int32 accumulator), 4 warps: fp32 within 1e-5 of the sum of the terms' magnitudes, int32 exact."""
+    def run(launch, rng):
+        a, a_values = dot_operand(rng, dtype, (m, k))
+        b, b_values = dot_operand(rng, dtype, (k, n))
+        if dtype == "i8":
+            c = rng.integers(-2 ** 20, 2 ** 20, (m, n)).astype(np.int32)
+            out = tensor(np.full((m, n), -1, dtype=np.int32))
+        else:
+            c = rng.standard_normal((m, n)).astype(np.float32)
+            out = tensor(np.full((m, n), np.nan, dtype=np.float32))
+        if dtype == "i8":
+            launch(ck.int8_dot_kernel, (1,), a, b, tensor(c), out, M=m, N=n, K=k, num_warps=4)
+        else:
+            launch(tk.dot_kernel, (1,), a, b, tensor(c), out, k, 1, n, 1, M=m, N=n, K=k, TRANS_B=trans_b, num_warps=4)
+        if dtype == "i8":
+            ref.check_equal(name, "int8 product + c", out.numpy(), (a_values @ b_values).astype(np.int64) + c)
+        else:
+            ref.check_product(name, out.numpy(), a_values, b_values, c)
+    return run
+
+
+def _upcast_dot_case(name, fp8, m, n, k):
+    """upcast_dot_kernel: bf16 (m, k) @ fp8 (k, n) converted to bf16 (exact), fp32 within 1e-5 of the magnitudes."""
+    def run(launch, rng):
+        a, a_values = dot_operand(rng, "bf16", (m, k))
+        b, b_values = dot_operand(rng, fp8, (k, n))
+        out = tensor(np.full((m, n), np.nan, dtype=np.float32))
+        launch(ck.upcast_dot_kernel, (1,), a, b, out, M=m, N=n, K=k, num_warps=4)
+        ref.check_product(name, out.numpy(), a_values, b_values)
+    return run
+
+
+def _matmul_case(name, m, n, k, dtype, out_dtype, blocks, group, num_stages, leaky=False):
+    """tiled_matmul_kernel (Triton's tutorial style) on (m, k) @ (k, n), none a multiple of the blocks: the output in
+    `out_dtype` within its rounding (half an ulp of the fp32 sum) plus 1e-5 of the sum of the terms' magnitudes."""
+    def run(launch, rng):
+        a, a_values = dot_operand(rng, dtype, (m, k))
+        b, b_values = dot_operand(rng, dtype, (k, n))
+        torch_dtype = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[out_dtype]
+        c = torch.full((m, n), float("nan"), dtype=torch_dtype)
+        block_m, block_n, block_k = blocks
+        grid = (triton_cdiv(m, block_m) * triton_cdiv(n, block_n),)
+        launch(ck.tiled_matmul_kernel, grid, a, b, c, m, n, k, k, 1, n, 1, n, 1, BLOCK_M=block_m, BLOCK_N=block_n,
+               BLOCK_K=block_k, GROUP_M=group, LEAKY=leaky, num_warps=4, num_stages=num_stages)
+        exact = a_values @ b_values
+        magnitude = np.abs(a_values) @ np.abs(b_values)
+        if leaky:
+            exact, magnitude = np.where(exact >= 0, exact, 0.01 * exact), np.where(exact >= 0, magnitude,
+                                                                                   0.01 * magnitude)
+        unit = {"f16": 2.0 ** -11, "bf16": 2.0 ** -8, "f32": 2.0 ** -24}[out_dtype]
+        check_within(name, f"c ({out_dtype})", c.float().numpy().astype(np.float64), exact,
+                     np.abs(exact) * unit / 1e-5 + magnitude, 1e-5)
+    return run
+
+
+def run_layer_norm(launch, rng):
+    """layer_norm_kernel (Triton's tutorial style) on 7 rows of 700 fp16 values (3 passes of 256 columns, a masked
+    tail) with fp32 weight and bias: mean and rstd within 1e-5, y (fp16) within its rounding."""
+    rows, cols, block = 7, 700, 256
+    x = (rng.standard_normal((rows, cols)) * 3 + rng.uniform(-5, 5, (rows, 1))).astype(np.float16)
+    w = rng.uniform(0.5, 1.5, cols).astype(np.float32)
+    b = rng.standard_normal(cols).astype(np.float32)
+    y = torch.full((rows, cols), float("nan"), dtype=torch.float16)
+    mean, rstd = torch.zeros(rows), torch.zeros(rows)
+    eps = 1e-5
+    launch(ck.layer_norm_kernel, (rows,), tensor(x), y, tensor(w), tensor(b), mean, rstd, cols, cols, eps,
+           BLOCK=block, num_warps=4)
+    x64 = x.astype(np.float64)
+    mu = x64.mean(axis=1)
+    inv = 1 / np.sqrt(((x64 - mu[:, None]) ** 2).mean(axis=1) + eps)
+    ref.check_close("layer_norm", "mean", mean.numpy(), mu, rtol=1e-5, atol=1e-5)
+    ref.check_close("layer_norm", "rstd", rstd.numpy(), inv, rtol=1e-5)
+    expected = (x64 - mu[:, None]) * inv[:, None] * w + b
+    check_within("layer_norm", "y (fp16)", y.float().numpy().astype(np.float64), expected,
+                 np.abs(expected) * 2.0 ** -11 + 1e-4 * (np.abs(x64 - mu[:, None]) * inv[:, None] * w + np.abs(b)), 1.0)
+
+
 CASES = [
     Case("half", run_half, "fp16 / bf16: conversions from fp32 (RNE, RTZ: v_cvt_pk_f16_f32, v_cvt_pkrtz), 16-bit "
          "arithmetic (packed and scalar f16), bf16 ops through fp32, pairs joined and split (packs)"),
@@ -316,6 +441,44 @@ CASES = [
     Case("math", run_math, "tl.math: exp, log, sqrt, rsqrt, erf, exp2, log2 (v_log_f32), "
          "correctly rounded sqrt and division, sin, cos, floor, ceil"),
     Case("cumsum", run_cumsum, "tl.cumsum along each axis: scans across lanes (DPP, permutes) and warps (LDS)"),
+    Case("dot_f16_16x16", _typed_dot_case("dot_f16_16x16", "f16", 16, 16, 64), "tl.dot fp16, a 16 x 16 tile "
+         "(v_mfma_f32_16x16x32_f16)"),
+    Case("dot_f16_32x32", _typed_dot_case("dot_f16_32x32", "f16", 32, 64, 64), "tl.dot fp16, 32 x 32 MFMAs "
+         "(v_mfma_f32_32x32x16_f16)"),
+    Case("dot_bf16_32x32_k32", _typed_dot_case("dot_bf16_32x32_k32", "bf16", 32, 32, 32), "tl.dot bf16, one 32 x 32 "
+         "tile, K 32"),
+    Case("dot_e4m3_16x16", _typed_dot_case("dot_e4m3_16x16", "e4m3", 16, 16, 128), "tl.dot fp8 e4m3, a 16 x 16 tile "
+         "(the f8f6f4 16x16x128 MFMA)"),
+    Case("dot_e4m3_32x32", _typed_dot_case("dot_e4m3_32x32", "e4m3", 32, 32, 64), "tl.dot fp8 e4m3, 32 x 32 "
+         "(the f8f6f4 32x32x64 MFMA)"),
+    Case("dot_e5m2_16x16", _typed_dot_case("dot_e5m2_16x16", "e5m2", 16, 16, 128), "tl.dot fp8 e5m2 (cbsz/blgp 1), "
+         "16 x 16"),
+    Case("dot_e5m2_32x32", _typed_dot_case("dot_e5m2_32x32", "e5m2", 32, 32, 64), "tl.dot fp8 e5m2, 32 x 32"),
+    Case("dot_i8_16x16", _typed_dot_case("dot_i8_16x16", "i8", 16, 16, 128), "tl.dot int8 -> int32 "
+         "(v_mfma_i32_16x16x64_i8)"),
+    Case("dot_i8_32x32", _typed_dot_case("dot_i8_32x32", "i8", 32, 32, 64), "tl.dot int8 -> int32 "
+         "(v_mfma_i32_32x32x32_i8)"),
+    Case("upcast_dot_e4m3", _upcast_dot_case("upcast_dot_e4m3", "e4m3", 32, 32, 64), "bf16 x fp8 e4m3 converted "
+         "to bf16 after its transposing LDS read (ds_read_b64_tr_b8 into v_cvt_scalef32_pk_bf16_fp8, both words)"),
+    Case("upcast_dot_e5m2", _upcast_dot_case("upcast_dot_e5m2", "e5m2", 16, 64, 64), "bf16 x fp8 e5m2 converted "
+         "to bf16 (v_cvt_scalef32_pk_bf16_bf8)"),
+    Case("dot_scaled_e4m3_e4m3_16", _dot_scaled_case("dot_scaled_e4m3_e4m3_16", 16, 64, 256, "e4m3", "e4m3", 4),
+         "tl.dot_scaled e4m3 x e4m3, v_mfma_scale_f32_16x16x128_f8f6f4"),
+    Case("dot_scaled_e4m3_e4m3_32", _dot_scaled_case("dot_scaled_e4m3_e4m3_32", 64, 64, 128, "e4m3", "e4m3", 4),
+         "tl.dot_scaled e4m3 x e4m3, v_mfma_scale_f32_32x32x64_f8f6f4"),
+    Case("matmul_f16", _matmul_case("matmul_f16", 200, 136, 100, "f16", "f16", (64, 64, 32), 4, 2, leaky=True),
+         "a tiled matmul in Triton's tutorial style: grouped tile order, masked K edges, software pipelining "
+         "(num_stages 2), fp16 out (v_cvt_pk_f16_f32), leaky ReLU"),
+    Case("matmul_bf16_32", _matmul_case("matmul_bf16_32", 96, 80, 72, "bf16", "bf16", (32, 32, 32), 2, 2),
+         "the tutorial-style matmul with 32 x 32 tiles, bf16 in and out"),
+    Case("matmul_e4m3", _matmul_case("matmul_e4m3", 64, 64, 200, "e4m3", "f32", (32, 32, 64), 1, 2),
+         "the tutorial-style matmul on fp8 e4m3 operands, fp32 out"),
+    Case("layer_norm", run_layer_norm, "a layer norm in Triton's tutorial style: row mean and variance in column "
+         "passes, rsqrt / division, fp16 in and out"),
+    Case("wide_reduce", run_wide_reduce, "int64 and float64 reductions across 8 warps (64-bit LDS reads and "
+         "writes, 64-bit compares and adds)"),
+    Case("lds_pairs", run_lds_pairs, "Gluon shared memory read back in another layout: two 8-byte reads one row "
+         "pitch apart (ds_read2_b64)", GLUON),
     Case("int64", run_int64, "int64: 64-bit add/sub/mul/div/rem, shifts (v_lshrrev_b64, v_ashrrev_i64), compares, "
          "conversions to and from fp32 / fp64"),
 ]

@@ -204,3 +204,112 @@ def int64_kernel(a_ptr, b_ptr, s_ptr, i_ptr, f_ptr, out_ptr, n, BLOCK: tl.conste
     )
     for k in tl.static_range(NUM_INT64_OPS):
         tl.store(out_ptr + k * n + offs, results[k], mask=ok)
+
+
+@triton.jit
+def int8_dot_kernel(a_ptr, b_ptr, c_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    """One program: out (M, N) int32 = a (M, K) int8 @ b (K, N) int8 + c (M, N) int32 (tl.dot, out_dtype int32)."""
+    m = tl.arange(0, M)
+    n = tl.arange(0, N)
+    k = tl.arange(0, K)
+    a = tl.load(a_ptr + m[:, None] * K + k[None, :])
+    b = tl.load(b_ptr + k[:, None] * N + n[None, :])
+    c = tl.load(c_ptr + m[:, None] * N + n[None, :])
+    tl.store(out_ptr + m[:, None] * N + n[None, :], tl.dot(a, b, c, out_dtype=tl.int32))
+
+
+@triton.jit
+def upcast_dot_kernel(a_ptr, b_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    """One program: out (M, N) float32 = a (M, K) bf16 @ b (K, N) fp8 (row-major: N contiguous) converted to bf16
+    first (a weight-only-quantized product: the fp8 tile read from LDS and converted)."""
+    m = tl.arange(0, M)
+    n = tl.arange(0, N)
+    k = tl.arange(0, K)
+    a = tl.load(a_ptr + m[:, None] * K + k[None, :])
+    b = tl.load(b_ptr + k[:, None] * N + n[None, :])
+    tl.store(out_ptr + m[:, None] * N + n[None, :], tl.dot(a, b.to(tl.bfloat16)))
+
+
+@triton.jit
+def wide_reduce_kernel(a_ptr, f_ptr, out_ptr, out_f_ptr, n, BLOCK: tl.constexpr):
+    """One program: a (n,) int64, f (n,) float64 -> out (3,) int64 = sum (wrapping), max, min of a; out_f (2,)
+    float64 = max, min of f (n <= BLOCK; 64-bit values through LDS between warps)."""
+    offs = tl.arange(0, BLOCK)
+    ok = offs < n
+    a = tl.load(a_ptr + offs, mask=ok, other=0)
+    f = tl.load(f_ptr + offs, mask=ok, other=0.0)
+    tl.store(out_ptr, tl.sum(a, axis=0))
+    tl.store(out_ptr + 1, tl.max(tl.where(ok, a, -(2 ** 63)), axis=0))
+    tl.store(out_ptr + 2, tl.min(tl.where(ok, a, 2 ** 63 - 1), axis=0))
+    tl.store(out_f_ptr, tl.max(tl.where(ok, f, float("-inf")), axis=0))
+    tl.store(out_f_ptr + 1, tl.min(tl.where(ok, f, float("inf")), axis=0))
+
+
+# --- matrix products in the usual style --------------------------------------------------------------------------
+@triton.jit
+def _grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """Program pid's (row tile, column tile) in the grouped order that keeps GROUP_M row tiles' B columns in the L2
+    (the order of Triton's matmul tutorial)."""
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * tiles_n
+    first_m = (pid // per_group) * GROUP_M
+    rows_here = min(tiles_m - first_m, GROUP_M)
+    return first_m + (pid % per_group) % rows_here, (pid % per_group) // rows_here
+
+
+@triton.jit
+def tiled_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                        LEAKY: tl.constexpr):
+    """c (M, N) = a (M, K) @ b (K, N) in fp32, stored in c's type (fp16 / bf16 / fp32); LEAKY: leaky ReLU (0.01) on the
+    fp32 sum first. One program per (BLOCK_M, BLOCK_N) tile in grouped order, K in BLOCK_K steps with masked edges."""
+    tile_m, tile_n = _grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    ks = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + (rows % M)[:, None] * stride_am + ks[None, :] * stride_ak
+    b_ptrs = b_ptr + ks[:, None] * stride_bk + (cols % N)[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        left = K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=ks[None, :] < left, other=0.0)
+        b = tl.load(b_ptrs, mask=ks[:, None] < left, other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    if LEAKY:
+        acc = tl.where(acc >= 0, acc, 0.01 * acc)
+    c = acc.to(c_ptr.dtype.element_ty)
+    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn, c,
+             mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+@triton.jit
+def layer_norm_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, stride, N, eps, BLOCK: tl.constexpr):
+    """Row r of x (rows, N) with row stride `stride`: y = (x - mean) rstd w + b (y in y's type), mean[r], rstd[r] =
+    1 / sqrt(var + eps) (population variance), in BLOCK-column passes as Triton's layer-norm tutorial computes them."""
+    row = tl.program_id(0)
+    x_row = x_ptr + row * stride
+    y_row = y_ptr + row * stride
+    partial = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, N, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        partial += tl.load(x_row + cols, mask=cols < N, other=0.0).to(tl.float32)
+    mean = tl.sum(partial, axis=0) / N
+    squares = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, N, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(x_row + cols, mask=cols < N, other=0.0).to(tl.float32)
+        centered = tl.where(cols < N, x - mean, 0.0)
+        squares += centered * centered
+    rstd = 1 / tl.sqrt(tl.sum(squares, axis=0) / N + eps)
+    tl.store(mean_ptr + row, mean)
+    tl.store(rstd_ptr + row, rstd)
+    for start in range(0, N, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        ok = cols < N
+        w = tl.load(w_ptr + cols, mask=ok)
+        b = tl.load(b_ptr + cols, mask=ok)
+        x = tl.load(x_row + cols, mask=ok, other=0.0).to(tl.float32)
+        tl.store(y_row + cols, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok)
