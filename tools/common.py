@@ -69,7 +69,8 @@ def parse_cases(spec):
 
 
 def runner_triton_dir() -> Path:
-    """Where the runner's Triton lives: RUNNER_TRITON_DIR when set, else .ci/triton-<version>."""
+    """Where the runner's Triton lives when this Python's own is another version: RUNNER_TRITON_DIR when set,
+    else .ci/triton-<version>."""
     return Path(os.environ.get("RUNNER_TRITON_DIR") or ROOT / ".ci" / f"triton-{RUNNER_TRITON_VERSION}")
 
 
@@ -78,18 +79,69 @@ def has_runner_triton(directory=None) -> bool:
     return (Path(directory or runner_triton_dir()) / f"triton-{RUNNER_TRITON_VERSION}.dist-info").is_dir()
 
 
+class RunnerTritonMissing(RuntimeError):
+    """The runner's Triton is not here and could not be installed (offline): the message is one line saying
+    what to install."""
+
+
+def missing_runner_triton_line(directory, why) -> str:
+    """The one line that says what to install when the runner's Triton is missing."""
+    return (f"Triton {RUNNER_TRITON_VERSION} (the runner's, which the gfx950 builds need) is neither this Python's "
+            f"own nor in {directory}, and installing it failed ({why}): run `pip install --no-deps --target "
+            f"{directory} triton=={RUNNER_TRITON_VERSION}` where a package index is reachable (or set "
+            f"RUNNER_TRITON_DIR to a directory holding it)")
+
+
 def install_runner_triton(directory=None) -> Path:
     """The directory (default runner_triton_dir()) with the runner's Triton in it: installed
     there first (pip install --no-deps --upgrade --target, as .ci/run does), with one line
-    saying so, when that version is not there yet."""
+    saying so, when that version is not there yet. RunnerTritonMissing (one line: what to
+    install) when pip fails, e.g. offline."""
     directory = Path(directory or runner_triton_dir())
     if not has_runner_triton(directory):
         print(f"Triton {RUNNER_TRITON_VERSION}, the runner's, is not in {directory} yet: installing it there "
               f"(once, about 640 MB: pip install --no-deps --target)", flush=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
-                        "--upgrade", "--target", str(directory), f"triton=={RUNNER_TRITON_VERSION}"],
-                       check=True, timeout=1800)
+        try:
+            subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                            "--no-deps", "--upgrade", "--target", str(directory), f"triton=={RUNNER_TRITON_VERSION}"],
+                           check=True, timeout=1800, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
+            why = f"pip exited {exc.returncode}" if isinstance(exc, subprocess.CalledProcessError) else str(exc)
+            raise RunnerTritonMissing(missing_runner_triton_line(directory, why)) from None
     return directory
+
+
+def find_runner_triton():
+    """THE way every tool finds the runner's Triton (RUNNER_TRITON_VERSION): INSTALLED_TRITON where this
+    Python's own Triton is that version (a GPU image with it: nothing to install, works offline), else
+    the directory runner_triton_dir() holding it, installed there on first use (install_runner_triton:
+    one line says so; offline, RunnerTritonMissing with one line saying what to install)."""
+    if own_triton_version() == RUNNER_TRITON_VERSION:
+        return INSTALLED_TRITON
+    return install_runner_triton()
+
+
+def triton_path_entry(choice) -> Path:
+    """The directory to put first on a subprocess's PYTHONPATH so that it imports the Triton `choice`
+    names (INSTALLED_TRITON: the one this Python imports by itself; else a directory holding one)."""
+    if choice != INSTALLED_TRITON:
+        return Path(choice)
+    spec = importlib.util.find_spec("triton")
+    if spec is None or spec.origin is None:
+        raise RunnerTritonMissing("this Python has no Triton of its own: `pip install triton`, or name a directory "
+                                  "holding one")
+    return Path(spec.origin).resolve().parents[1]
+
+
+def triton_version_of(choice) -> str:
+    """The version of the Triton `choice` names (INSTALLED_TRITON or a directory), its local part dropped."""
+    if choice == INSTALLED_TRITON:
+        return own_triton_version()
+    found = sorted(Path(choice).glob("triton-*.dist-info"))
+    if found:
+        return found[-1].name[len("triton-"):-len(".dist-info")].split("+")[0]
+    match = re.search(r"""__version__\s*=\s*['"]([^'"]+)""", (Path(choice) / "triton" / "__init__.py").read_text())
+    return match[1].split("+")[0]
 
 
 def add_triton_option(parser):
@@ -131,12 +183,15 @@ def run_with_triton(script, argv=None):
         pre = argparse.ArgumentParser(add_help=False)
         add_triton_option(pre)
         choice = pre.parse_known_args(argv)[0].triton
-        if choice is None and own_triton_version() == RUNNER_TRITON_VERSION:
-            choice = INSTALLED_TRITON  # the runner's version already: nothing to install
+        if choice is None:
+            try:
+                choice = find_runner_triton()
+            except RunnerTritonMissing as exc:
+                sys.exit(str(exc))
         if choice == INSTALLED_TRITON:
             os.environ[CHOSEN_TRITON_ENV] = chosen = INSTALLED_TRITON
         else:
-            directory = install_runner_triton() if choice is None else Path(choice)
+            directory = Path(choice)
             if not (directory / "triton" / "__init__.py").is_file():
                 print(f"--triton {choice}: {directory} holds no triton package (`pip install --no-deps --target "
                       f"{directory} triton==VERSION` makes one); --triton {INSTALLED_TRITON}: the one this Python "

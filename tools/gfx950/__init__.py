@@ -21,14 +21,15 @@ import os
 
 import numpy as np
 
+from ._build_worker import BUILD_WORKER_ENV
 from .asm import parse
-from .build import BuildError, Built, build, describe_argument
+from .build import INSTALLED_TRITON, BuildError, Built, build, describe_argument
 from .executor import DEFAULT_BUDGET, Dispatch, Kernel
 from .memory import REGION_BYTES, Memory
 from .registry import Unsupported
 from .wave import EmulationError
 
-__all__ = ["emulate", "load", "run_built", "BuildError", "EmulationError", "Unsupported", "Launch"]
+__all__ = ["emulate", "load", "run_built", "BuildError", "EmulationError", "Unsupported", "Launch", "INSTALLED_TRITON"]
 
 
 class Launch:
@@ -142,8 +143,15 @@ class _Arguments:
         return positional, constexprs
 
 
-def _hidden_value(kind, grid, workgroup_size):
-    """A hidden (implicit) kernel argument of code object v5 (LLVM's AMDGPUUsage)."""
+# Hidden arguments that hold a pointer to something the emulator does not model: each points at
+# a region of its own, so a read stops the run naming it (a null would read as a plain fault).
+_HIDDEN_POINTERS = ("hidden_printf_buffer", "hidden_hostcall_buffer", "hidden_heap_v1", "hidden_default_queue",
+                    "hidden_completion_action", "hidden_multigrid_sync_arg", "hidden_queue_ptr")
+
+
+def _hidden_value(kind, grid, workgroup_size, shared, memory):
+    """A hidden (implicit) kernel argument of code object v5 (LLVM's AMDGPUUsage) for a launch
+    of `grid` workgroups of (workgroup_size, 1, 1) work-items with `shared` bytes of dynamic LDS."""
     axis = "xyz".find(kind[-1]) if kind[-1] in "xyz" else -1
     if kind.startswith("hidden_block_count_"):
         return grid[axis]
@@ -151,15 +159,18 @@ def _hidden_value(kind, grid, workgroup_size):
         return (workgroup_size, 1, 1)[axis]
     if kind == "hidden_grid_dims":
         return max([i + 1 for i, g in enumerate(grid) if g != 1], default=1)
-    if kind.startswith(("hidden_remainder_", "hidden_global_offset_", "hidden_dynamic_lds_size")) or kind in (
-            "hidden_none", "hidden_default_queue", "hidden_completion_action", "hidden_multigrid_sync_arg",
-            "hidden_printf_buffer", "hidden_hostcall_buffer", "hidden_heap_v1", "hidden_private_base",
-            "hidden_shared_base", "hidden_queue_ptr"):
-        return 0
+    if kind.startswith(("hidden_remainder_", "hidden_global_offset_")) or kind == "hidden_none":
+        return 0   # whole workgroups only (the grid counts workgroups), no global offset
+    if kind == "hidden_dynamic_lds_size":
+        return shared   # Triton allocates its shared memory dynamically, at launch
+    if kind in _HIDDEN_POINTERS:
+        return memory.add_region(np.zeros(0, dtype=np.uint8), writable=False,
+                                 unmodelled=f"the kernel argument {kind} points at something the emulator does not "
+                                            "model")
     raise Unsupported(f"hidden kernel argument {kind} is not provided by the emulator")
 
 
-def _kernarg_bytes(program, built, arguments, grid):
+def _kernarg_bytes(program, built, arguments, grid, memory):
     """The kernel argument segment: each runtime parameter at the offset the build's
     metadata gives it, the two scratch pointers Triton appends (null), and the hidden
     arguments (grid and workgroup sizes) where the build reads them."""
@@ -169,7 +180,7 @@ def _kernarg_bytes(program, built, arguments, grid):
     for entry in program.kernargs:
         kind = str(entry.get("value_kind", ""))
         if kind.startswith("hidden_"):
-            value = _hidden_value(kind, grid + (1,) * (3 - len(grid)), 64 * built.num_warps)
+            value = _hidden_value(kind, grid + (1,) * (3 - len(grid)), 64 * built.num_warps, built.shared, memory)
             segment[entry["offset"]:entry["offset"] + entry["size"]] = int(value).to_bytes(entry["size"], "little")
     for (name, kind), entry in zip(built.params, explicit):
         value = arguments.values[name]
@@ -194,15 +205,21 @@ def _kernarg_bytes(program, built, arguments, grid):
 
 
 def emulate(kernel, grid, *args, num_warps=4, num_stages=None, order=None, budget=DEFAULT_BUDGET, options=None,
-            edit_asm=None, detectors=True, observers=(), **kwargs):
+            edit_asm=None, detectors=True, observers=(), triton=None, **kwargs):
     """Run `kernel` on the gfx950 emulator over `grid` (an int or a tuple of up to 3), like
     `kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **kwargs)`. order: the
     workgroups' linear ids in the order they run (default ascending); budget: wave
     instructions before a wave counts as hung; options: other Triton compile options;
+    triton: the Triton that builds it: None the runner's (3.6.0), "installed"
+    (INSTALLED_TRITON) the one this Python imports by itself (3.9.0 here), or a directory
+    holding one (`pip install --no-deps --target DIR triton==VERSION`);
     edit_asm: a function of the amdgcn text run instead of it (to try a change to the binary,
     e.g. a wait removed); detectors: stop at a race, a read of data not landed yet, or a
     register read before any write (on by default); observers: objects whose lds(...)
     sees every LDS access (tools/gfx950/banks.py). -> Launch."""
+    if os.environ.get(BUILD_WORKER_ENV):
+        raise RuntimeError("gfx950.emulate called while the script is loaded for a gfx950 build (its calls do not run "
+                           "there)")
     if isinstance(grid, int):
         grid = (grid,)
     grid = tuple(int(g) for g in grid)
@@ -214,7 +231,8 @@ def emulate(kernel, grid, *args, num_warps=4, num_stages=None, order=None, budge
     kwargs = {k: v for k, v in kwargs.items() if k in names}
     arguments = _Arguments(kernel, args, kwargs, memory)
     positional, constexprs = arguments.described()
-    built = build(kernel, positional, constexprs, num_warps=num_warps, num_stages=num_stages, options=options or None)
+    built = build(kernel, positional, constexprs, num_warps=num_warps, num_stages=num_stages, triton=triton,
+                  options=options or None)
     if edit_asm is not None:
         built = dataclasses.replace(built, asm=edit_asm(built.asm))
     return run_built(built, arguments, memory, grid, order=order, budget=budget, detectors=detectors,
@@ -233,7 +251,10 @@ def _log_launch(launch, grid):
 
 def run_built(built, arguments, memory, grid, order=None, budget=DEFAULT_BUDGET, detectors=True, observers=()):
     compiled = load(built)
-    kernarg = _kernarg_bytes(compiled.program, built, arguments, grid)
+    try:
+        kernarg = _kernarg_bytes(compiled.program, built, arguments, grid, memory)
+    except Unsupported as exc:
+        raise EmulationError(f"{compiled.name}: the kernel arguments: Unsupported: {exc}") from None
     kernarg_data = np.frombuffer(kernarg + b"\0" * 64, dtype=np.uint8).copy()
     kernarg_base = memory.add_region(kernarg_data, "kernel arguments", writable=False)
     dispatch = Dispatch(compiled, memory, kernarg_base, kernarg, grid, budget=budget, detectors=detectors,
@@ -254,7 +275,7 @@ def run_asm(text, args=(), grid=(1,), num_warps=1, lds_bytes=0, order=None, budg
     s[0:1], the workgroup id in s2 (after the kernarg pointer, as a build without preloaded
     arguments has it), the work-item id in v0; observers as emulate's. -> Launch."""
     program = parse(text)
-    program.descriptor.setdefault("user_sgpr_count", 2)
+    program.descriptor.setdefault("user_sgpr_kernarg_segment_ptr", 1)
     memory = Memory()
     segment = bytearray()
     for value in args:

@@ -1,12 +1,17 @@
 """The build subprocess of tools/gfx950/build.py (runs under the runner's Triton): reads the
 request JSON on stdin, prints one JSON line: the amdgcn text and the launch facts."""
+import ast
 import importlib.util
 import json
+import os
 import sys
 import traceback
+import types
 import warnings
+from pathlib import Path
 
 warnings.filterwarnings("ignore")
+BUILD_WORKER_ENV = "GFX950_BUILD_WORKER"
 
 
 class DescribedTensor:
@@ -22,13 +27,47 @@ class DescribedTensor:
         return self._nbytes
 
 
+# A script's module (`python my_test.py` defines its kernel in __main__) is loaded here under
+# this name, so its `if __name__ == "__main__":` block stays off, and only from its
+# definitions: the statements below run, its calls, loops and `with` blocks do not (they are
+# the script's work, a launch or a gfx950.emulate among them).
+SCRIPT_MODULE = "__gfx950_script__"
+DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
+               ast.AnnAssign, ast.AugAssign, ast.If, ast.Try)
+
+
+def load_script(path):
+    """The definitions of the script at `path` as a module: each top-level definition run in
+    turn (one that fails, such as a tensor made on a GPU, skipped and remembered)."""
+    module = types.ModuleType(SCRIPT_MODULE)
+    module.__file__ = path
+    sys.modules[SCRIPT_MODULE] = module
+    module.skipped = []
+    for statement in ast.parse(Path(path).read_text(), path).body:
+        if not isinstance(statement, DEFINITIONS):
+            continue
+        code = compile(ast.Module([statement], type_ignores=[]), path, "exec")
+        try:
+            exec(code, module.__dict__)  # noqa: S102 - the kernel author's own file, as an import would run it
+        except Exception as exc:  # noqa: BLE001 - named if the kernel is then missing
+            module.skipped.append(f"line {statement.lineno}: {type(exc).__name__}: {exc}")
+    return module
+
+
 def load_kernel(request):
-    module = sys.modules.get(request["module"])
-    if module is None or getattr(module, "__file__", None) != request["file"]:
-        spec = importlib.util.spec_from_file_location(request["module"], request["file"])
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[request["module"]] = module
-        spec.loader.exec_module(module)
+    if request["module"] == "__main__":
+        module = load_script(request["file"])
+    else:
+        module = sys.modules.get(request["module"])
+        if module is None or getattr(module, "__file__", None) != request["file"]:
+            spec = importlib.util.spec_from_file_location(request["module"], request["file"])
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[request["module"]] = module
+            spec.loader.exec_module(module)
+    if not hasattr(module, request["name"]):
+        skipped = "; ".join(getattr(module, "skipped", []))
+        raise AttributeError(f"{request['file']} defines no {request['name']}" + (f" (skipped: {skipped})" if skipped
+                                                                                 else ""))
     return getattr(module, request["name"])
 
 
@@ -42,6 +81,7 @@ def argument(description, torch):
 
 def main():
     request = json.loads(sys.stdin.read())
+    os.environ[BUILD_WORKER_ENV] = "1"  # gfx950.emulate in the kernel's module refuses to run here
     import torch
     import triton
     from triton.backends.compiler import GPUTarget

@@ -47,7 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gfx950.build import RUNNER_TRITON  # noqa: E402
+from common import RUNNER_TRITON_VERSION  # noqa: E402
 from isa_latency import loop_region  # noqa: E402
 from lds_banks import BANK_MODELS, MEASURED_MODEL, phases_for  # noqa: E402
 
@@ -424,7 +424,7 @@ def main(argv=None):
         print_kernel(result, args.all)
         result["instructions"] = [row for row in result["instructions"] if args.all or row["in_main_loop"]]
         results.append(result)
-    document = {"device": "gfx950 emulator", "triton": RUNNER_TRITON,
+    document = {"device": "gfx950 emulator", "triton": RUNNER_TRITON_VERSION,
                 "date": datetime.date.today().isoformat(),
                 "command": " ".join(["python tools/gfx950/banks.py", *(sys.argv[1:] if argv is None else argv)]),
                 "models": {m: f"{MODELS[m][0]} banks; phases as the compile report's {MODELS[m][1]!r}"

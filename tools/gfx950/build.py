@@ -1,14 +1,16 @@
 """Build a Triton or Gluon kernel for gfx950 with the runner's Triton (3.6.0), as the
 runner's JIT would for the same arguments, on a machine without a GPU.
 
-    built = build(kernel, args, constexprs, num_warps=4, num_stages=None)
+    built = build(kernel, args, constexprs, num_warps=4, num_stages=None, triton=None)
     built.asm          # the amdgcn text
     built.shared       # bytes of LDS the launch allocates (Triton allocates it dynamically)
     built.params       # [(name, kind)] of the kernel's arguments in kernarg order
                        #   kind: '*fp32'-style pointer, 'i32', 'fp32', ...
 
 The build runs in a subprocess with the runner's Triton first on PYTHONPATH (this process
-may have a newer Triton imported, or its interpreter switched on). The kernel's module is
+may have a newer Triton imported, or its interpreter switched on); triton="installed"
+(INSTALLED_TRITON) builds with this Python's own Triton instead (3.9.0 here), a directory
+with the Triton in it. The kernel's module is
 imported there from its file; its arguments are described, not sent: a tensor by its
 dtype, the device address the emulator gives it and its size, so Triton 3.6.0's own
 binder specializes them as at a launch (16-byte alignment, integers equal to 1 or
@@ -27,7 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNNER_TRITON = "3.6.0"
+if str(ROOT / "tools") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tools"))
+from common import INSTALLED_TRITON, find_runner_triton, triton_path_entry, triton_version_of  # noqa: E402,F401
 CACHE_DIR = Path(os.environ.get("GFX950_BUILD_CACHE", ROOT / ".cache" / "gfx950-builds"))
 
 
@@ -44,18 +48,6 @@ class Built:
     params: tuple        # ((name, kind), ...) of the runtime (non-constexpr) arguments, in order
     signature: dict      # every parameter's kind as the binder specialized it
     triton: str
-
-
-def runner_triton_dir():
-    """The runner's Triton: RUNNER_TRITON_DIR, else this repository's .ci/triton-<version>,
-    installed there on first use (one line says so)."""
-    target = os.environ.get("RUNNER_TRITON_DIR") or str(ROOT / ".ci" / f"triton-{RUNNER_TRITON}")
-    if not (Path(target) / "triton").is_dir():
-        print(f"gfx950: installing the runner's Triton {RUNNER_TRITON} into {target} (once, ~640 MB)",
-              file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        "--no-deps", "--target", target, f"triton=={RUNNER_TRITON}"], check=True, timeout=900)
-    return target
 
 
 def _kernel_function(kernel):
@@ -84,21 +76,24 @@ def describe_argument(value, address=None):
     raise TypeError(f"argument of type {type(value).__name__} is not supported (tensor, int, float, bool, None)")
 
 
-def build(kernel, arguments, constexprs=None, num_warps=4, num_stages=None, triton_dir=None, options=None):
+def build(kernel, arguments, constexprs=None, num_warps=4, num_stages=None, triton=None, options=None):
     """arguments: the described runtime arguments in order (describe_argument); constexprs:
-    {name: value} of the kernel's constexpr parameters passed by keyword. -> Built."""
+    {name: value} of the kernel's constexpr parameters passed by keyword; triton: the Triton
+    to build with: None the runner's (common.find_runner_triton), "installed" the one this
+    Python imports by itself (e.g. 3.9.0), or a directory holding one. -> Built."""
     fn = _kernel_function(kernel)
     path = Path(inspect.getfile(fn)).resolve()
     opts = {"num_warps": num_warps, **({"num_stages": num_stages} if num_stages is not None else {}),
             **(options or {})}
     request = {"file": str(path), "module": fn.__module__, "name": fn.__name__, "arguments": arguments,
                "constexprs": constexprs or {}, "options": opts}
-    triton_path = triton_dir or runner_triton_dir()
+    choice = find_runner_triton() if triton is None else triton
+    triton_path = triton_path_entry(choice)
     # the key: what the build depends on, wherever the file lies (a copy of the repository
     # shares the cache): the module's text, and where the kernel object has one, Triton's own
     # cache key of the function and the JIT functions it calls (other files included)
     depends = {k: v for k, v in request.items() if k != "file"}
-    depends.update(source=path.read_text(), triton=Path(triton_path).name,
+    depends.update(source=path.read_text(), triton=f"triton-{triton_version_of(choice)}",
                    fp_fusion=os.environ.get("TRITON_DEFAULT_FP_FUSION"))
     try:
         depends["jit"] = kernel.cache_key

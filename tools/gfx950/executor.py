@@ -15,6 +15,64 @@ from .wave import LANE_IDS, LANES, EmulationError, Wave
 
 DEFAULT_BUDGET = 2_000_000   # wave instructions before a wave counts as hung
 
+# The initial kernel execution state (LLVM's AMDGPUUsage, "Initial Kernel Execution State"):
+# the user SGPRs the code object's `.amdhsa_user_sgpr_*` flags enable, in this order, each
+# (flag, SGPRs); then the preloaded kernel arguments; then the system SGPRs (workgroup ids x,
+# y, z, workgroup info) the `.amdhsa_system_sgpr_*` flags enable.
+USER_SGPRS = (("private_segment_buffer", 4), ("dispatch_ptr", 2), ("queue_ptr", 2), ("kernarg_segment_ptr", 2),
+              ("dispatch_id", 2), ("flat_scratch_init", 2), ("private_segment_size", 1))
+# what the emulator does not set up: a flag that enables one of these stops the run, naming it
+UNMODELLED_FLAGS = {
+    "user_sgpr_private_segment_buffer": "a scratch buffer resource (gfx950 uses architected flat scratch)",
+    "user_sgpr_flat_scratch_init": "flat scratch init (gfx950 uses architected flat scratch)",
+    "system_sgpr_workgroup_info": "the workgroup info SGPR",
+    "uses_dynamic_stack": "a dynamic stack",
+}
+# A directive the text leaves out has the assembler's default (AMDGPUUsage's .amdhsa table): 0,
+# except the workgroup id X, which is on.
+ASSEMBLER_DEFAULTS = {"system_sgpr_workgroup_id_x": 1}
+
+
+def _flag(descriptor, name):
+    return descriptor.get(name, ASSEMBLER_DEFAULTS.get(name, 0))
+
+
+class EntryState:
+    """Where a code object's wave starts: `user` [(flag, first SGPR, count)] of the enabled user
+    SGPRs, the preloaded kernel argument dwords (`preload_sgpr`, `preload_offset_words`,
+    `preload_words`), `group_ids` [(axis index, SGPR)], and the work-item ids in v0 (gfx950
+    packs X, Y, Z into v0's bits 0-9, 10-19, 20-29; Triton's workgroups are (64 * warps, 1, 1), so
+    v0 holds X whatever `.amdhsa_system_vgpr_workitem_id` enables). Unsupported, naming it, for a
+    flag or register the emulator does not set up, or a `.amdhsa_user_sgpr_count` the flags do
+    not account for."""
+
+    def __init__(self, descriptor):
+        for name, what in UNMODELLED_FLAGS.items():
+            if _flag(descriptor, name):
+                raise Unsupported(f".amdhsa_{name} 1: {what} is not modelled by the emulator")
+        self.user, sgpr = [], 0
+        for name, count in USER_SGPRS:
+            if _flag(descriptor, f"user_sgpr_{name}"):
+                self.user.append((name, sgpr, count))
+                sgpr += count
+        self.preload_sgpr = sgpr
+        self.preload_words = _flag(descriptor, "user_sgpr_kernarg_preload_length")
+        self.preload_offset_words = _flag(descriptor, "user_sgpr_kernarg_preload_offset")
+        sgpr += self.preload_words
+        count = descriptor.get("user_sgpr_count", sgpr)
+        if count != sgpr:
+            enabled = ", ".join(f"{name} {n}" for name, _, n in self.user) or "none"
+            raise Unsupported(f".amdhsa_user_sgpr_count {count}: the enabled user SGPRs ({enabled}) and "
+                              f"{self.preload_words} preloaded kernarg dwords take {sgpr}; the others are not modelled")
+        self.group_ids = []
+        for axis, name in enumerate("xyz"):
+            if _flag(descriptor, f"system_sgpr_workgroup_id_{name}"):
+                self.group_ids.append((axis, sgpr))
+                sgpr += 1
+        workitem = _flag(descriptor, "system_vgpr_workitem_id")
+        if workitem not in (0, 1, 2):
+            raise Unsupported(f".amdhsa_system_vgpr_workitem_id {workitem} is not modelled")
+
 
 class DetectorFinding(Exception):
     """A race, a read of data not yet there, or another hazard a detector saw."""
@@ -58,9 +116,10 @@ class Kernel:
                 self.unsupported.append((ins, why))
                 self.code.append(_unsupported(ins, why))
         d = program.descriptor
-        self.user_sgprs = d.get("user_sgpr_count", 2)
-        self.preload = d.get("user_sgpr_kernarg_preload_length", 0)
-        self.group_id_dims = [axis for axis in "xyz" if d.get(f"system_sgpr_workgroup_id_{axis}", axis == "x")]
+        try:
+            self.entry, self.entry_problem = EntryState(d), None
+        except Unsupported as exc:
+            self.entry, self.entry_problem = None, str(exc)
         self.private_bytes = d.get("private_segment_fixed_size", 0)
         # MODE at entry: FP_ROUND [3:0], FP_DENORM [7:4], DX10_CLAMP [8], IEEE [9]
         self.initial_mode = (d.get("float_round_mode_32", 0) | d.get("float_round_mode_16_64", 0) << 2
@@ -94,13 +153,17 @@ class Workgroup:
     def _new_wave(self, wave_id):
         kernel, dispatch = self.dispatch.kernel, self.dispatch
         w = Wave(self, wave_id, kernel.program.entry)
-        w.s[0], w.s[1] = dispatch.kernarg_base & 0xFFFFFFFF, dispatch.kernarg_base >> 32
-        words = dispatch.kernarg_words
-        for i in range(min(kernel.preload, len(words))):
-            w.s[2 + i] = int(words[i])
-        for i, axis in enumerate(kernel.group_id_dims):
-            w.s[kernel.user_sgprs + i] = self.group_id["xyz".index(axis)]
-        w.v[0] = LANE_IDS + np.uint32(64 * wave_id)
+        entry = kernel.entry
+        for name, first, count in entry.user:
+            value = dispatch.user_sgpr_values[name]
+            for i in range(count):
+                w.s[first + i] = (value >> (32 * i)) & 0xFFFFFFFF
+        words = dispatch.kernarg_words[entry.preload_offset_words:]
+        for i in range(min(entry.preload_words, len(words))):
+            w.s[entry.preload_sgpr + i] = int(words[i])
+        for axis, sgpr in entry.group_ids:
+            w.s[sgpr] = self.group_id[axis]
+        w.v[0] = LANE_IDS + np.uint32(64 * wave_id)   # packed ids: X in bits 0-9, Y = Z = 0
         w.defined = np.zeros(512, dtype=bool)   # rows written so far (v0: the work-item ids)
         w.defined[0] = True
         w.mode = kernel.initial_mode
@@ -275,6 +338,27 @@ class Workgroup:
         self.issue(w, "vm", _nothing)
 
 
+# The HSA kernel dispatch packet (hsa_kernel_dispatch_packet_t, 64 bytes): the fields the
+# emulator knows [(first byte, end byte, name)]; its header, kernel object and completion
+# signal it does not model (reading them stops the run).
+DISPATCH_PACKET_FIELDS = ((2, 10, "setup and workgroup size"), (12, 32, "grid size and segment sizes"),
+                          (40, 48, "kernarg address"))
+DISPATCH_PACKET_UNMODELLED = ("the dispatch packet's header, kernel object and completion signal "
+                              "(.amdhsa_user_sgpr_dispatch_ptr) are not modelled by the emulator")
+
+
+def dispatch_packet(grid, workgroup_size, private_bytes, lds_bytes, kernarg_base):
+    """The 64 bytes of the dispatch packet of a launch of `grid` workgroups of (workgroup_size,
+    1, 1) work-items, as the HIP runtime fills them (grid sizes in work-items)."""
+    packet = np.zeros(64, dtype=np.uint8)
+    dims = max([i + 1 for i, g in enumerate(grid) if g != 1], default=1)
+    packet[2:10] = np.array([dims, workgroup_size, 1, 1], dtype=np.uint16).view(np.uint8)
+    sizes = [grid[0] * workgroup_size, grid[1], grid[2], private_bytes, lds_bytes]
+    packet[12:32] = np.array(sizes, dtype=np.uint32).view(np.uint8)
+    packet[40:48] = np.array([kernarg_base], dtype=np.uint64).view(np.uint8)
+    return packet
+
+
 def workgroup_order(order, count):
     """The linear workgroup ids in the order they run: None ascending, "reverse",
     "shuffle:SEED" (a seeded permutation), or an explicit sequence."""
@@ -302,10 +386,35 @@ class Dispatch:
         self.kernarg_base = kernarg_base
         self.kernarg_words = np.frombuffer(bytes(kernarg_bytes) + b"\0" * (-len(kernarg_bytes) % 4), dtype=np.uint32)
         self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        if kernel.entry is None:
+            raise EmulationError(f"{kernel.name}: the code object's entry state: Unsupported: {kernel.entry_problem}")
+        self.user_sgpr_values = self._user_sgpr_values()
         self.budget = budget
         self.xcds = xcds
         self.instructions = 0
         self.workgroup_class = Workgroup
+
+    def _user_sgpr_values(self):
+        """The value of each user SGPR the kernel's flags may enable: the kernarg segment's
+        address, the dispatch packet's (its modelled fields readable), the queue's (any
+        read of it stops the run: not modelled), this dispatch's id (0: the first of its
+        queue) and the private segment's size per work-item."""
+        kernel, memory = self.kernel, self.memory
+        enabled = {name for name, _, _ in kernel.entry.user}
+        values = {"kernarg_segment_ptr": self.kernarg_base, "dispatch_id": 0,
+                  "private_segment_size": kernel.private_bytes}
+        if "dispatch_ptr" in enabled:
+            values["dispatch_ptr"] = memory.add_region(dispatch_packet(self.grid, 64 * kernel.num_warps,
+                                                                       kernel.private_bytes, kernel.lds_bytes,
+                                                                       self.kernarg_base),
+                                                       writable=False, unmodelled=DISPATCH_PACKET_UNMODELLED)
+            for first, end, field_name in DISPATCH_PACKET_FIELDS:
+                memory.add_extent(values["dispatch_ptr"], first, end, f"dispatch packet {field_name}")
+        if "queue_ptr" in enabled:
+            values["queue_ptr"] = memory.add_region(np.zeros(0, dtype=np.uint8), writable=False,
+                                                    unmodelled="the HSA queue (.amdhsa_user_sgpr_queue_ptr) is not "
+                                                               "modelled by the emulator")
+        return values
 
     def group_ids(self):
         gx, gy, gz = self.grid

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .registry import Unsupported
+
 REGION_SHIFT = 36
 REGION_BYTES = 1 << REGION_SHIFT
 
@@ -30,6 +32,7 @@ class Region:
     data: np.ndarray          # uint8 view of the storage (shared with the torch tensor)
     extents: list = field(default_factory=list)   # [(first byte, end byte, name)] of its tensors
     writable: bool = True
+    unmodelled: str = None    # what an access outside the extents reaches that the emulator does not model
 
 
 class Memory:
@@ -37,12 +40,14 @@ class Memory:
         self.regions = {}      # region id -> Region
         self.caches = None     # XcdCaches once a dispatch models the XCDs' L2s
 
-    def add_region(self, data, name=None, writable=True):
+    def add_region(self, data, name=None, writable=True, unmodelled=None):
         """A new region for `data` (uint8 array) -> its base address. With a name, the whole
-        region is one extent of that name; else add_extent names the tensors in it."""
+        region is one extent of that name; else add_extent names the tensors in it.
+        unmodelled: what the region stands for that the emulator does not model (an access
+        outside its extents is then Unsupported with that text, not a fault)."""
         region_id = len(self.regions) + 1
         base = region_id << REGION_SHIFT
-        self.regions[region_id] = Region(base, data, [(0, len(data), name)] if name else [], writable)
+        self.regions[region_id] = Region(base, data, [(0, len(data), name)] if name else [], writable, unmodelled)
         return base
 
     def add_extent(self, base, first, end, name):
@@ -74,6 +79,9 @@ class Memory:
                 inside |= (offsets >= first) & (offsets + nbytes <= end)
             if not inside.all():
                 bad = int(np.nonzero(~inside)[0][0])
+                if region.unmodelled:
+                    raise Unsupported(f"lane {int(picked[bad])}, address {int(addresses[picked[bad]]):#x}: "
+                                      f"{region.unmodelled}")
                 names = ", ".join(f"{name} [{first:#x}, {end:#x})" for first, end, name in region.extents)
                 raise MemoryFault(int(picked[bad]), int(addresses[picked[bad]]),
                                   f"{nbytes}-byte access at offset {int(offsets[bad]):#x} outside {names}")
