@@ -69,15 +69,16 @@ def executed_forms(launches):
     return found
 
 
-def run_corpus(cases=None, rng_seed=0):
-    """Run corpus cases on the emulator -> {case name: (set of executed forms, error or None)}."""
+def run_corpus(cases=None, rng_seed=0, triton=None):
+    """Run corpus cases on the emulator, built with `triton` (gfx950.emulate's: None the runner's 3.6.0,
+    "installed" this Python's own) -> {case name: (set of executed forms, error or None)}."""
     from gfx950.corpus import CASES
     results = {}
     for case in cases or CASES:
         launches = []
 
         def launch(kernel, grid, *args, **kwargs):
-            result = gfx950.emulate(kernel, grid, *args, **kwargs)
+            result = gfx950.emulate(kernel, grid, *args, triton=triton, **kwargs)
             launches.append(result)
             return result
         gfx950.reset_counts()

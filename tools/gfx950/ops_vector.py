@@ -1009,20 +1009,19 @@ def compile_packed_16(ins, ctx):
            "v_mad_mixhi_f16")
 def compile_fma_mix(ins, ctx):
     """in[i] = S[i] as f32 where op_sel_hi[i] is 0, else the f16 in its half op_sel[i] (CDNA4 ISA, V_MAD_MIX*);
-    neg_lo negates and neg_hi takes the absolute value of in[i]; the f32 fma of in[0] x in[1] + in[2] is the result
+    neg_lo (an operand's neg mark) negates and neg_hi (its |abs| mark) takes the absolute value of in[i]; the f32 fma of in[0] x in[1] + in[2] is the result
     (mix_f32), or converted to f16 into the low (mixlo) or high (mixhi) half, the other half kept."""
     refuse_modifiers(ins, ("op_sel", "op_sel_hi", "neg_lo", "neg_hi", "clamp"))
     if "clamp" in ins.modifiers:
         raise Unsupported(f"{ins.text}: clamp")
     row = vgpr_row(ins.operands[0])
-    getters = [vector_getter(op, 32, "f") for op in ins.operands[1:4]]
-    for op in ins.operands[1:4]:
-        if op.neg or op.abs:
-            raise Unsupported(f"{ins.text}: VOP3 neg/abs on {op.text} (the mix forms use neg_lo / neg_hi)")
     op_sel = ins.modifiers.get("op_sel", (0, 0, 0))
     op_sel_hi = ins.modifiers.get("op_sel_hi", (0, 0, 0))
-    neg_lo = ins.modifiers.get("neg_lo", (0, 0, 0))
-    neg_hi = ins.modifiers.get("neg_hi", (0, 0, 0))
+    # an f16 source (op_sel_hi set) takes an inline float constant in its f16 encoding
+    getters = [vector_getter(op, 16 if op_sel_hi[i] else 32, "f") for i, op in enumerate(ins.operands[1:4])]
+    # the assembler writes the mix forms' NEG_LO / NEG_HI bits as the operands' neg(..) / |..| (abs) marks
+    neg_lo = [int(bool(ins.modifiers.get("neg_lo", (0, 0, 0))[i] or op.neg)) for i, op in enumerate(ins.operands[1:4])]
+    neg_hi = [int(bool(ins.modifiers.get("neg_hi", (0, 0, 0))[i] or op.abs)) for i, op in enumerate(ins.operands[1:4])]
     target = "f32" if ins.mnemonic.endswith("_f32") else ("lo" if "mixlo" in ins.mnemonic else "hi")
 
     def value(bits, i):
