@@ -196,8 +196,8 @@ class Workgroup:
         written = self.memory.store(addresses, data, mask, self.xcd, bypass, key)
         self.issue(w, "vm", (lambda: self.memory.retire_store(self.xcd, written, key)) if written else _nothing)
 
-    def memory_atomic(self, w, addresses, function, data, mask, ins):
-        return self.memory.atomic(addresses, function, data, mask)
+    def memory_atomic(self, w, addresses, function, data, mask, ins, nbytes=4):
+        return self.memory.atomic(addresses, function, data, mask, nbytes)
 
     def cache_control(self, w, name, ins):
         """buffer_wbl2 sc1: this XCD's L2 writes its (retired) dirty bytes back to memory;

@@ -269,6 +269,8 @@ ELEMENTWISE = {
     "v_bcnt_u32_b32": (("b32", "u32"), "u32", lambda a, b: _popcount(a) + b),
     # conversions
     "v_cvt_f32_u32": (("u32",), "f32", lambda a: a.astype(F32)),
+    **{f"v_cvt_f32_ubyte{k}": (("u32",), "f32", (lambda k: lambda a: ((a >> U32(8 * k)) & U32(0xFF)).astype(F32))(k))
+       for k in range(4)},
     "v_cvt_f32_i32": (("i32",), "f32", lambda a: a.astype(F32)),
     "v_cvt_u32_f32": (("f32",), "u32", lambda a: cvt_f32_to_int(a, False)),
     "v_cvt_i32_f32": (("f32",), "i32", lambda a: cvt_f32_to_int(a, True)),

@@ -428,6 +428,122 @@ def run_layer_norm(launch, rng):
                  np.abs(expected) * 2.0 ** -11 + 1e-4 * (np.abs(x64 - mu[:, None]) * inv[:, None] * w + np.abs(b)), 1.0)
 
 
+# --- atomics ---------------------------------------------------------------------------------------------------------
+def check_exchanges(case, what, old, final, initial, slots):
+    """Exchanges e -> slot e % slots from `initial`: per slot, the old values returned plus the final value are the
+    initial value plus the indices exchanged in (each value leaves the slot exactly once)."""
+    n = old.size
+    for slot in range(slots):
+        mine = np.arange(slot, n, slots)
+        ref.check_equal(case, f"{what}: slot {slot}'s old values and final value",
+                        np.sort(np.append(old[mine], final[slot])), np.sort(np.append(mine, initial)))
+
+
+def check_compare_swaps(case, what, old, final, slots):
+    """Compare-and-swap of e into slot e % slots where it holds -1: one element per slot sees -1 and its index is
+    the slot's final value; every other sees that index."""
+    for slot in range(slots):
+        mine = np.arange(slot, old.size, slots)
+        winners = mine[old[mine] == -1]
+        ref.check_equal(case, f"{what}: slot {slot}: one swap, the final value its index", np.append(winners, final[slot]),
+                        np.array([final[slot], final[slot]]))
+        ref.check_equal(case, f"{what}: slot {slot}: the others saw the winner", old[mine][old[mine] != -1],
+                        np.full(mine.size - 1, final[slot]))
+
+
+def run_atomics(launch, rng):
+    """Every 32-bit atomic but the exchange over 3 programs of 256 (a masked tail of 700 elements) into 8 slots: int
+    add returning tickets (each slot's a permutation), fp32 add of multiples of 2^-6 (sums exact in any order), int /
+    uint / fp32 max and min (negative floats too), and / or / xor, compare-and-swap (its old values)."""
+    n, block, slots = 700, 256, ck.ATOMIC_SLOTS.value
+    x = (rng.integers(-512, 512, n) / 64.0).astype(np.float32)
+    x[:3] = [-0.0, -8.0, 7.984375]
+    i = rng.integers(-2 ** 31, 2 ** 31, n, dtype=np.int64).astype(np.int32)
+    count = tensor(np.zeros(slots, dtype=np.int32))
+    fsum = tensor(np.zeros(slots, dtype=np.float32))
+    imax = tensor(np.array([-2 ** 31] * slots + [2 ** 31 - 1] * slots, dtype=np.int32))
+    umax = tensor(np.array([0] * slots + [-1] * slots, dtype=np.int32))
+    fmax = tensor(np.array([-np.inf] * slots + [np.inf] * slots, dtype=np.float32))
+    bits = tensor(np.array([-1] * slots + [0] * slots * 2, dtype=np.int32))
+    cas = tensor(np.full(slots, -1, dtype=np.int32))
+    old = tensor(np.full((2, n), -7, dtype=np.int32))
+    launch(ck.atomics_kernel, (triton_cdiv(n, block),), tensor(x), tensor(i), count, fsum, imax, umax, fmax, bits,
+           cas, old, n, BLOCK=block, num_warps=4)
+    per_slot = [np.arange(s, n, slots) for s in range(slots)]
+    iu = i.view(np.uint32)
+    ref.check_equal("atomics", "int add", count.numpy(), np.array([m.size for m in per_slot], dtype=np.int32))
+    for s, mine in enumerate(per_slot):
+        ref.check_equal("atomics", f"slot {s}'s tickets", np.sort(old.numpy()[1][mine]), np.arange(mine.size))
+    ref.check_equal("atomics", "fp32 add", fsum.numpy(), np.array([x[m].astype(np.float64).sum() for m in per_slot],
+                                                                   dtype=np.float32))
+    ref.check_equal("atomics", "int max, min", imax.numpy(), np.array([i[m].max() for m in per_slot] +
+                                                                       [i[m].min() for m in per_slot], dtype=np.int32))
+    ref.check_equal("atomics", "uint max, min", umax.numpy().view(np.uint32),
+                    np.array([iu[m].max() for m in per_slot] + [iu[m].min() for m in per_slot], dtype=np.uint32))
+    ref.check_equal("atomics", "fp32 max, min", fmax.numpy(), np.array([x[m].max() for m in per_slot] +
+                                                                        [x[m].min() for m in per_slot], dtype=np.float32))
+    ref.check_equal("atomics", "and, or, xor", bits.numpy(), np.array(
+        [np.bitwise_and.reduce(i[m]) for m in per_slot] + [np.bitwise_or.reduce(i[m]) for m in per_slot] +
+        [np.bitwise_xor.reduce(i[m]) for m in per_slot], dtype=np.int32))
+    check_compare_swaps("atomics", "compare-and-swap", old.numpy()[0], cas.numpy(), slots)
+
+
+def run_wide_atomics(launch, rng):
+    """The 64- and 16-bit atomics over 2 programs of 256 (a masked tail of 300 elements) into 8 slots: int64 add
+    (wrapping), max, min, and / or / xor, compare-and-swap; float64 add of multiples of 2^-20, fp16 add of multiples
+    of 1/4 (every sum exact in any order)."""
+    n, block, slots = 300, 256, ck.ATOMIC_SLOTS.value
+    a = rng.integers(INT64_MIN, INT64_MAX, n, dtype=np.int64)
+    f = rng.integers(-2 ** 40, 2 ** 40, n) / 2.0 ** 20
+    h = (rng.integers(-16, 17, n) / 4.0).astype(np.float16)
+    total = tensor(np.zeros(slots, dtype=np.int64))
+    extremes = tensor(np.array([INT64_MIN] * slots + [INT64_MAX] * slots, dtype=np.int64))
+    bits = tensor(np.array([-1] * slots + [0] * slots * 2, dtype=np.int64))
+    cas = tensor(np.full(slots, -1, dtype=np.int64))
+    fsum = tensor(np.zeros(slots, dtype=np.float64))
+    hsum = torch.zeros(slots, dtype=torch.float16)
+    old = tensor(np.full(n, -7, dtype=np.int64))
+    launch(ck.wide_atomics_kernel, (triton_cdiv(n, block),), tensor(a), tensor(f), tensor(h), total, extremes, bits,
+           cas, fsum, hsum, old, n, BLOCK=block, num_warps=4)
+    per_slot = [np.arange(s, n, slots) for s in range(slots)]
+    ref.check_equal("wide_atomics", "int64 add", total.numpy(),
+                    np.array([a[m].view(np.uint64).sum(dtype=np.uint64) for m in per_slot]).view(np.int64))
+    ref.check_equal("wide_atomics", "int64 max, min", extremes.numpy(),
+                    np.array([a[m].max() for m in per_slot] + [a[m].min() for m in per_slot]))
+    ref.check_equal("wide_atomics", "int64 and, or, xor", bits.numpy(), np.array(
+        [np.bitwise_and.reduce(a[m]) for m in per_slot] + [np.bitwise_or.reduce(a[m]) for m in per_slot] +
+        [np.bitwise_xor.reduce(a[m]) for m in per_slot]))
+    check_compare_swaps("wide_atomics", "int64 compare-and-swap", old.numpy(), cas.numpy(), slots)
+    ref.check_equal("wide_atomics", "float64 add", fsum.numpy(), np.array([f[m].sum() for m in per_slot]))
+    ref.check_equal("wide_atomics", "fp16 add", hsum.numpy(),
+                    np.array([h[m].astype(np.float64).sum() for m in per_slot], dtype=np.float16))
+
+
+def run_exchange(launch, rng):
+    """tl.atomic_xchg of int32, int64 and float32 over 2 programs of 256 (a masked tail of 300) into 8 slots: each
+    slot's old values and final value are its initial value and the values exchanged in."""
+    n, block, slots = 300, 256, ck.ATOMIC_SLOTS.value
+    xchg = tensor(np.full(slots, -1, dtype=np.int32))
+    wide = tensor(np.full(slots, -1, dtype=np.int64))
+    floats = tensor(np.full(slots, -1.0, dtype=np.float32))
+    old = tensor(np.full((3, n), -7, dtype=np.int64))
+    launch(ck.exchange_kernel, (triton_cdiv(n, block),), xchg, wide, floats, old, n, BLOCK=block, num_warps=4)
+    check_exchanges("atomic_xchg", "int32", old.numpy()[0], xchg.numpy(), -1, slots)
+    check_exchanges("atomic_xchg", "int64", old.numpy()[1], wide.numpy(), -1, slots)
+    check_exchanges("atomic_xchg", "float32 (e + 0.5, truncated)", old.numpy()[2], np.trunc(floats.numpy()), -1, slots)
+
+
+def run_bf16_atomic(launch, rng):
+    """bf16 tl.atomic_add of 300 multiples of 1/2 into 8 slots (sums exact in any order), 2 programs (a masked tail)."""
+    n, block, slots = 300, 256, ck.ATOMIC_SLOTS.value
+    b_values = (rng.integers(-4, 5, n) / 2.0).astype(np.float32)
+    bsum = torch.zeros(slots, dtype=torch.bfloat16)
+    launch(ck.bf16_atomic_kernel, (triton_cdiv(n, block),), tensor(ref.bf16_bits(b_values)).view(torch.bfloat16), bsum,
+           n, BLOCK=block, num_warps=4)
+    ref.check_equal("atomic_add_bf16", "bf16 add", bsum.float().numpy(),
+                    np.array([b_values[s::slots].astype(np.float64).sum() for s in range(slots)], dtype=np.float32))
+
+
 CASES = [
     Case("half", run_half, "fp16 / bf16: conversions from fp32 (RNE, RTZ: v_cvt_pk_f16_f32, v_cvt_pkrtz), 16-bit "
          "arithmetic (packed and scalar f16), bf16 ops through fp32, pairs joined and split (packs)"),
@@ -479,6 +595,13 @@ CASES = [
          "writes, 64-bit compares and adds)"),
     Case("lds_pairs", run_lds_pairs, "Gluon shared memory read back in another layout: two 8-byte reads one row "
          "pitch apart (ds_read2_b64)", GLUON),
+    Case("atomics", run_atomics, "every 32-bit tl.atomic_* but xchg: add (tickets), fp32 add, int / uint / fp32 max "
+         "and min, and / or / xor, cas; relaxed, acquire, release, acq_rel at cta, gpu and sys scope; masked lanes"),
+    Case("wide_atomics", run_wide_atomics, "64- and 16-bit atomics: int64 add / max / min / and / or / xor / cas, "
+         "float64 add, fp16 add"),
+    Case("atomic_xchg", run_exchange, "tl.atomic_xchg of int32, int64 and float32 (returning)",
+         "Triton 3.9's interpreter has no float32 atomic_xchg", runner="Triton 3.6.0 cannot build tl.atomic_xchg for gfx950 ('failed to translate module to LLVM IR')"),
+    Case("atomic_add_bf16", run_bf16_atomic, "bf16 tl.atomic_add", "Triton 3.9's interpreter has no bf16 atomic add"),
     Case("int64", run_int64, "int64: 64-bit add/sub/mul/div/rem, shifts (v_lshrrev_b64, v_ashrrev_i64), compares, "
          "conversions to and from fp32 / fp64"),
 ]

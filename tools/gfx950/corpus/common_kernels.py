@@ -313,3 +313,81 @@ def layer_norm_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, stride, N,
         b = tl.load(b_ptr + cols, mask=ok)
         x = tl.load(x_row + cols, mask=ok, other=0.0).to(tl.float32)
         tl.store(y_row + cols, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok)
+
+
+# --- atomics ---------------------------------------------------------------------------------------------------------
+ATOMIC_SLOTS = tl.constexpr(8)
+
+
+@triton.jit
+def atomics_kernel(x_ptr, i_ptr, count_ptr, fsum_ptr, imax_ptr, umax_ptr, fmax_ptr, bits_ptr, cas_ptr, old_ptr, n,
+                   BLOCK: tl.constexpr):
+    """Element e of x (n,) float32 and i (n,) int32 (masked past n) goes to slot e % ATOMIC_SLOTS of every target:
+    count += 1 (relaxed), fsum += x (acq_rel, gpu), imax[0] max / imax[1] min of i (acquire / release, cta), umax[0]
+    max / umax[1] min of i as uint32 (sys), fmax[0] max / fmax[1] min of x, bits[0] &= i / bits[1] |= i / bits[2] ^= i,
+    cas: e where it still holds -1. old (2, n) int32: the old values the cas and count's add (a ticket) returned.
+    (tl.atomic_xchg: exchange_kernel, which Triton 3.6.0 cannot build.)"""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    slot = offs % ATOMIC_SLOTS
+    x = tl.load(x_ptr + offs, mask=ok, other=0.0)
+    i = tl.load(i_ptr + offs, mask=ok, other=0)
+    ticket = tl.atomic_add(count_ptr + slot, 1, mask=ok, sem="relaxed")
+    tl.atomic_add(fsum_ptr + slot, x, mask=ok, sem="acq_rel", scope="gpu")
+    tl.atomic_max(imax_ptr + slot, i, mask=ok, sem="acquire", scope="cta")
+    tl.atomic_min(imax_ptr + ATOMIC_SLOTS + slot, i, mask=ok, sem="release", scope="cta")
+    iu = i.to(tl.uint32, bitcast=True)
+    umax = umax_ptr.to(tl.pointer_type(tl.uint32))   # the target's type decides: unsigned max / min
+    tl.atomic_max(umax + slot, iu, mask=ok, scope="sys")
+    tl.atomic_min(umax + ATOMIC_SLOTS + slot, iu, mask=ok, scope="sys")
+    tl.atomic_max(fmax_ptr + slot, x, mask=ok)
+    tl.atomic_min(fmax_ptr + ATOMIC_SLOTS + slot, x, mask=ok)
+    tl.atomic_and(bits_ptr + slot, i, mask=ok)
+    tl.atomic_or(bits_ptr + ATOMIC_SLOTS + slot, i, mask=ok)
+    tl.atomic_xor(bits_ptr + 2 * ATOMIC_SLOTS + slot, i, mask=ok)
+    compared = tl.atomic_cas(cas_ptr + slot, tl.where(ok, -1, -2), offs)   # a masked lane compares with -2: no swap
+    tl.store(old_ptr + offs, compared, mask=ok)
+    tl.store(old_ptr + n + offs, ticket, mask=ok)
+
+
+@triton.jit
+def wide_atomics_kernel(a_ptr, f_ptr, h_ptr, sum_ptr, max_ptr, bits_ptr, cas_ptr, fsum_ptr, hsum_ptr, old_ptr, n,
+                        BLOCK: tl.constexpr):
+    """The 64- and 16-bit atomics: element e of a (n,) int64, f (n,) float64, h (n,) fp16 goes to slot
+    e % ATOMIC_SLOTS: sum += a, max[0] max / max[1] min of a, bits[0] &= a / bits[1] |= a / bits[2] ^= a, cas: e where
+    it still holds -1 (int64), fsum += f (float64), hsum += h (fp16); old (n,) int64: what the cas returned."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    slot = offs % ATOMIC_SLOTS
+    a = tl.load(a_ptr + offs, mask=ok, other=0)
+    tl.atomic_add(sum_ptr + slot, a, mask=ok)
+    tl.atomic_max(max_ptr + slot, a, mask=ok)
+    tl.atomic_min(max_ptr + ATOMIC_SLOTS + slot, a, mask=ok)
+    tl.atomic_and(bits_ptr + slot, a, mask=ok)
+    tl.atomic_or(bits_ptr + ATOMIC_SLOTS + slot, a, mask=ok)
+    tl.atomic_xor(bits_ptr + 2 * ATOMIC_SLOTS + slot, a, mask=ok)
+    compared = tl.atomic_cas(cas_ptr + slot, tl.where(ok, -1, -2).to(tl.int64), offs.to(tl.int64))
+    tl.store(old_ptr + offs, compared, mask=ok)
+    tl.atomic_add(fsum_ptr + slot, tl.load(f_ptr + offs, mask=ok, other=0.0), mask=ok)
+    tl.atomic_add(hsum_ptr + slot, tl.load(h_ptr + offs, mask=ok, other=0.0), mask=ok)
+
+
+@triton.jit
+def exchange_kernel(xchg_ptr, wide_ptr, float_ptr, old_ptr, n, BLOCK: tl.constexpr):
+    """tl.atomic_xchg of element index e into slot e % ATOMIC_SLOTS of xchg (int32, acq_rel), wide (int64, relaxed)
+    and float (float32: e + 0.5); old (3, n): the old values returned (as int64; the float's truncated)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    slot = offs % ATOMIC_SLOTS
+    tl.store(old_ptr + offs, tl.atomic_xchg(xchg_ptr + slot, offs, mask=ok).to(tl.int64), mask=ok)
+    tl.store(old_ptr + n + offs, tl.atomic_xchg(wide_ptr + slot, offs.to(tl.int64), mask=ok, sem="relaxed"), mask=ok)
+    swapped = tl.atomic_xchg(float_ptr + slot, offs.to(tl.float32) + 0.5, mask=ok)
+    tl.store(old_ptr + 2 * n + offs, swapped.to(tl.int64), mask=ok)
+
+
+@triton.jit
+def bf16_atomic_kernel(b_ptr, bsum_ptr, n, BLOCK: tl.constexpr):
+    """Element e of b (n,) bf16 added to bsum[e % ATOMIC_SLOTS] (bf16) by tl.atomic_add."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    tl.atomic_add(bsum_ptr + offs % ATOMIC_SLOTS, tl.load(b_ptr + offs, mask=ok, other=0.0), mask=ok)
