@@ -14,6 +14,7 @@ from .roles import vector_roles
 from .wave import LANE_IDS, LANES, EmulationError, Wave
 
 DEFAULT_BUDGET = 2_000_000   # wave instructions before a wave counts as hung
+LDS_DMA_DROP_FROM = 160 * 1024   # a CU's LDS on gfx950: a load to LDS at or past it is dropped
 
 # The initial kernel execution state (LLVM's AMDGPUUsage, "Initial Kernel Execution State"):
 # the user SGPRs the code object's `.amdhsa_user_sgpr_*` flags enable, in this order, each
@@ -300,7 +301,14 @@ class Workgroup:
 
     def lds_dma(self, w, addresses, data, mask, ins):
         """A load straight to LDS, issued now: its bytes land (visible to every wave) when
-        its vmcnt wait retires it."""
+        its vmcnt wait retires it. A lane whose LDS address is at or past the CU's LDS
+        (LDS_DMA_DROP_FROM) is dropped, as the hardware drops it (Triton 3.8+ masks a copy by an
+        out-of-range M0), and counted in dispatch.lds_dma_dropped; one inside the CU's LDS but
+        past this workgroup's allocation stays a fault (more likely a size or layout bug)."""
+        dropped = mask & (np.broadcast_to(np.asarray(addresses, dtype=np.int64), (len(mask),)) >= LDS_DMA_DROP_FROM)
+        if dropped.any():
+            self.dispatch.lds_dma_dropped += int(dropped.sum())
+            mask = mask & ~dropped
         lanes, index = self._lds_bytes(addresses, data.shape[1], mask, ins, "write (load to LDS)")
         values = data[lanes]
         if self.detect:
@@ -392,6 +400,7 @@ class Dispatch:
         self.budget = budget
         self.xcds = xcds
         self.instructions = 0
+        self.lds_dma_dropped = 0   # lanes of loads to LDS dropped for an LDS address past the CU's LDS
         self.workgroup_class = Workgroup
 
     def _user_sgpr_values(self):

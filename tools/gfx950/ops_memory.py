@@ -292,6 +292,16 @@ def descriptor(words):
             "add_tid": (words[3] >> 23) & 1, "swizzle": (words[1] >> 31) & 1}
 
 
+M0_LDS_OFFSET_BITS = 0x3FFFF   # a load to LDS takes its LDS offset from M0[17:0]
+
+
+def lds_address(w, inst_offset, nbytes):
+    """Each lane's LDS address of a load to LDS (CDNA4 ISA 9.1.9): M0[17:0] + the instruction offset + the lane's
+    id x the transfer size (4 or 16 bytes). Triton 3.8+ masks a whole copy with M0 = 0x7fffffff, so the lanes
+    address past the CU's LDS and Workgroup.lds_dma drops them."""
+    return (w.s[M0] & M0_LDS_OFFSET_BITS) + inst_offset + LANE * nbytes
+
+
 class _BufferAddressing:
     """The per-lane address and bounds of a MUBUF instruction (raw buffers: stride 0)."""
 
@@ -327,8 +337,9 @@ def compile_buffer_load(ins, ctx):
     to_lds = "lds" in ins.modifiers
     operands = ins.operands
     if to_lds:
-        if nbytes not in (1, 2, 4, 16) and kind is None:
-            raise Unsupported(f"{ins.text}: a load to LDS of {nbytes} bytes")
+        if nbytes not in (4, 16) or kind is not None:
+            # the ISA zero/sign-extends a byte or short to a dword at TID * 4; no corpus kernel validates it
+            raise Unsupported(f"{ins.text}: a load to LDS of {nbytes} bytes{' (extended to a dword)' if kind else ''}")
         address = _BufferAddressing(ins, operands[0], operands[1], operands[2])
         rows = None
     else:
@@ -343,8 +354,7 @@ def compile_buffer_load(ins, ctx):
         data = w.workgroup.memory_load(w, addresses, nbytes, mask & in_range, ins, bypass)
         data[~in_range] = 0
         if to_lds:
-            lds_addresses = w.s[M0] + inst_offset + LANE * nbytes
-            w.workgroup.lds_dma(w, lds_addresses, data, mask, ins)
+            w.workgroup.lds_dma(w, lds_address(w, inst_offset, nbytes), data, mask, ins)
             return
         if kind is None:
             words = words_of(data)
@@ -543,8 +553,7 @@ def compile_global_load(ins, ctx):
         def run_lds(w):
             mask = w.exec_mask.copy()
             data = w.workgroup.memory_load(w, get_address(w), nbytes, mask, ins, "sc1" in ins.modifiers)
-            lds_addresses = w.s[M0] + ins.modifiers.get("offset", 0) + LANE * nbytes
-            w.workgroup.lds_dma(w, lds_addresses, data, mask, ins)
+            w.workgroup.lds_dma(w, lds_address(w, ins.modifiers.get("offset", 0), nbytes), data, mask, ins)
         return run_lds
     nbytes, kind = GLOBAL_LOADS[op]
     rows = register_rows(ins.operands[0])

@@ -328,6 +328,25 @@ def run_lds_pairs(launch, rng):
                    magnitude=np.abs(x.astype(np.float64) * 3) + 1)
 
 
+def run_pipelined_matmul(launch, rng):
+    """Gluon: sum over K steps of (a * row scales) @ b, a (100, 80) bf16, b (80, 96) bf16, in 64 x 64 tiles (2 x 2
+    programs), K in 3 steps of 32 through a 3-slot ring of masked async copies (rows, columns and k past the edges
+    masked, the last K step half empty, the copies past the last step masked whole; K and N multiples of 16, as a
+    direct-to-LDS copy of 16 bytes a lane needs them proven); scales powers of two: fp32 within 1e-5 of the
+    magnitudes; c's guard row past the edge untouched."""
+    m, n, k = 100, 96, 80
+    steps = triton_cdiv(k, 32)
+    a, a_values = dot_operand(rng, "bf16", (m, k))
+    b, b_values = dot_operand(rng, "bf16", (k, n))
+    scales = np.exp2(rng.integers(-3, 4, (m, steps))).astype(np.float32)
+    c = tensor(np.full((m + 1, n), np.nan, dtype=np.float32))   # a guard row past m
+    launch(gc.pipelined_matmul_kernel, (triton_cdiv(m, 64), triton_cdiv(n, 64)), a, b, tensor(scales), c, m, n, k,
+           STAGES=3, num_warps=4)
+    scaled = a_values * np.repeat(scales, 32, axis=1)[:, :k]
+    ref.check_product("pipelined_matmul", c.numpy()[:m], scaled, b_values)
+    ref.check_equal("pipelined_matmul", "guard row past m (NaN)", np.isnan(c.numpy()[m]), np.ones(n, dtype=bool))
+
+
 # --- matrix products ----------------------------------------------------------------------------------------------
 def dot_operand(rng, dtype, shape):
     """(torch tensor, float64 values) of a random (shape) operand of `dtype`: "f16", "bf16", "e4m3", "e5m2", "i8"
@@ -602,6 +621,9 @@ CASES = [
     Case("atomic_xchg", run_exchange, "tl.atomic_xchg of int32, int64 and float32 (returning)",
          "Triton 3.9's interpreter has no float32 atomic_xchg", runner="Triton 3.6.0 cannot build tl.atomic_xchg for gfx950 ('failed to translate module to LLVM IR')"),
     Case("atomic_add_bf16", run_bf16_atomic, "bf16 tl.atomic_add", "Triton 3.9's interpreter has no bf16 atomic add"),
+    Case("pipelined_matmul", run_pipelined_matmul, "Gluon software pipeline: a 3-slot ring of masked async copies "
+         "(buffer_load_dwordx4 ... lds; Triton 3.8+ masks whole copies by an out-of-range M0, s_cselect_b32 m0, ..., "
+         "0x7fffffff), wait_group, bf16 MFMA, masked buffer stores", GLUON),
     Case("int64", run_int64, "int64: 64-bit add/sub/mul/div/rem, shifts (v_lshrrev_b64, v_ashrrev_i64), compares, "
          "conversions to and from fp32 / fp64"),
 ]
