@@ -208,6 +208,20 @@ def _clz(x):
     return np.where(nonzero, n, -1)
 
 
+def _dot2c(kind):
+    """V_DOT2C_F32_BF16 / _F16: D += S0.lo x S1.lo, then += S0.hi x S1.hi (CDNA4 ISA: two f32 additions, each
+    rounded; the products of 16-bit values are exact in f32)."""
+    widen = nx.bf16_to_f32 if kind == "bf16" else nx.f16_to_f32
+
+    def run(a, b, d):
+        a, b = np.asarray(a, dtype=U32), np.asarray(b, dtype=U32)
+        with np.errstate(all="ignore"):
+            low = nx.f32(widen(a & U32(0xFFFF))) * nx.f32(widen(b & U32(0xFFFF)))
+            high = nx.f32(widen(a >> U32(16))) * nx.f32(widen(b >> U32(16)))
+            return ((d + low).astype(F32) + high).astype(F32)
+    return run
+
+
 def _leading_sign_bits(x):
     """v_ffbh_i32: the position, from bit 31, of the first bit that differs from the sign bit (1..31); -1 for 0
     and -1."""
@@ -242,6 +256,8 @@ ELEMENTWISE = {
     "v_mac_f32": (("f32", "f32", "dst:f32"), "f32", lambda a, b, c: (a * b).astype(F32) + c),
     "v_mad_f32": (("f32", "f32", "f32"), "f32", lambda a, b, c: (a * b).astype(F32) + c),
     "v_fmaak_f32": (("f32", "f32", "f32"), "f32", fused),
+    "v_dot2c_f32_bf16": (("b32", "b32", "dst:f32"), "f32", _dot2c("bf16")),
+    "v_dot2c_f32_f16": (("b32", "b32", "dst:f32"), "f32", _dot2c("f16")),
     "v_fmamk_f32": (("f32", "f32", "f32"), "f32", lambda a, k, b: fused(a, k, b)),
     "v_exp_f32": (("f32",), "f32", unary64(np.exp2)),
     "v_log_f32": (("f32",), "f32", unary64(np.log2)),
@@ -1226,29 +1242,31 @@ def compile_cvt_scaled_down(ins, ctx):
     return run
 
 
-CONVERT_16_TO_NARROW = {  # name: (format, the packed source's element type)
-    "v_cvt_scalef32_pk_fp8_f16": ("e4m3", "f16"), "v_cvt_scalef32_pk_bf8_f16": ("e5m2", "f16"),
-    "v_cvt_scalef32_pk_fp8_bf16": ("e4m3", "bf16"), "v_cvt_scalef32_pk_bf8_bf16": ("e5m2", "bf16"),
+CONVERT_16_TO_NARROW = {  # name: (format, bits per element, the packed source's element type)
+    "v_cvt_scalef32_pk_fp8_f16": ("e4m3", 8, "f16"), "v_cvt_scalef32_pk_bf8_f16": ("e5m2", 8, "f16"),
+    "v_cvt_scalef32_pk_fp8_bf16": ("e4m3", 8, "bf16"), "v_cvt_scalef32_pk_bf8_bf16": ("e5m2", 8, "bf16"),
+    "v_cvt_scalef32_pk_fp4_f16": ("e2m1", 4, "f16"), "v_cvt_scalef32_pk_fp4_bf16": ("e2m1", 4, "bf16"),
 }
 
 
 @semantics(*CONVERT_16_TO_NARROW)
 def compile_cvt_scaled_down_16(ins, ctx):
     """The two 16-bit elements of S0 (low, high) divided by the scale's power of two, rounded to nearest even into
-    the fp8 format (saturating as compile_cvt_scaled_down), into bytes 0 and 1 of the destination's word OPSEL[3]
-    (op_sel:[0,0,1]); the other word is kept. neg / abs of the packed source are not emulated."""
+    the narrow format (saturating as compile_cvt_scaled_down), into the destination's word OPSEL[3] (fp8: op_sel:
+    [0,0,1]) or byte OPSEL[3:2] (fp4: op_sel:[0,0,b2,b3]), low element first; the rest is kept (CDNA4 ISA,
+    V_CVT_SCALEF32_PK_FP8_F16 ...). neg / abs of the packed source are not emulated."""
     refuse_modifiers(ins, ("op_sel",))
-    fmt, source = CONVERT_16_TO_NARROW[ins.mnemonic]
+    fmt, bits, source = CONVERT_16_TO_NARROW[ins.mnemonic]
     for op in ins.operands[1:3]:
         if op.neg or op.abs:
             raise Unsupported(f"{ins.text}: neg/abs of {op.text}")
     sel = _op_sel_field(ins)
-    if sel & 0b0111:
-        raise Unsupported(f"{ins.text}: op_sel bits other than the destination word")
+    if sel & (0b0111 if bits == 8 else 0b0011):
+        raise Unsupported(f"{ins.text}: op_sel bits other than the destination select")
     row = vgpr_row(ins.operands[0])
     get_src, get_scale = vector_getter(ins.operands[1]), vector_getter(ins.operands[2], 32, "f")
-    shift = U32((sel >> 3 & 1) * 16)
-    field = U32(0xFFFF) << shift
+    shift = U32((sel >> 3 & 1) * 16) if bits == 8 else U32((sel >> 2 & 3) * 8)
+    field = U32((1 << (2 * bits)) - 1) << shift
     to_f32 = nx.f16_to_f32 if source == "f16" else nx.bf16_to_f32
     from .ops_scalar import MODE_FP16_OVFL
 
@@ -1259,7 +1277,7 @@ def compile_cvt_scaled_down_16(ins, ctx):
         with np.errstate(all="ignore"):
             codes = [nx.encode(nx.f32(to_f32(half)).astype(F64) / scale, fmt, saturate)
                      for half in (packed & U32(0xFFFF), packed >> U32(16))]
-        w.write_v(row, (w.v[row] & ~field) | (((codes[0] | (codes[1] << U32(8))) << shift) & field))
+        w.write_v(row, (w.v[row] & ~field) | (((codes[0] | (codes[1] << U32(bits))) << shift) & field))
     return run
 
 

@@ -196,6 +196,142 @@ def _fp8_case(launch, rng, special):
                    _bf16_nan)
 
 
+# --- the scaled conversions by inline asm ----------------------------------------------------------------------
+E2M1_GRID = ref.E2M1_VALUES[:8]
+
+
+def _codes_of(word, selected, bits):
+    """The two codes of `bits` bits in byte / word `selected` of each int32 word (the low one first)."""
+    field = (word.view(np.uint32).astype(np.int64) >> (selected * 2 * bits)) & ((1 << (2 * bits)) - 1)
+    return field & ((1 << bits) - 1), field >> bits
+
+
+def _up_values(fmt, codes):
+    return {"fp8": ref.e4m3_values, "bf8": e5m2_values, "fp4": ref.e2m1_values}[fmt](codes)
+
+
+def _encode(fmt, values):
+    return {"fp8": ref.e4m3_codes, "bf8": e5m2_codes, "fp4": ref.e2m1_codes}[fmt](values).astype(np.int64)
+
+
+def _f16_pair_bits(low, high):
+    return (f16_bits(low).astype(np.int64) | (f16_bits(high).astype(np.int64) << 16)).astype(np.uint32).view(np.int32)
+
+
+def _bf16_pair_bits(low, high):
+    return (ref.bf16_bits(low.astype(np.float32)).astype(np.int64)
+            | (ref.bf16_bits(high.astype(np.float32)).astype(np.int64) << 16)).astype(np.uint32).view(np.int32)
+
+
+def scaled_convert_reference(w, s, keep, a, b, hf, hb):
+    """{(row set, row): expected int bits} of scaled_convert_kernel from the formats' definitions: up-conversions
+    decode x 2^k (exact, then rounded to the target: f16 / bf16 nearest even), down-conversions encode x / 2^k
+    (nearest even) into the selected byte / word of `keep`."""
+    k = np.log2(s).astype(np.int64)
+    expected = {}
+    row = 0
+    for out in ("f16", "bf16"):
+        for fmt, count in (("fp8", 2), ("bf8", 2), ("fp4", 4)):
+            bits = 4 if fmt == "fp4" else 8
+            for sel in range(count):
+                low, high = (np.ldexp(_up_values(fmt, c), k) for c in _codes_of(w, sel, bits))
+                expected["up32", row] = (_f16_pair_bits if out == "f16" else _bf16_pair_bits)(low, high)
+                row += 1
+    row = 0
+    for fmt, count in (("fp8", 2), ("bf8", 2), ("fp4", 4)):
+        bits = 4 if fmt == "fp4" else 8
+        for sel in range(count):
+            low, high = (np.ldexp(_up_values(fmt, c), k).astype(np.float32) for c in _codes_of(w, sel, bits))
+            expected["up64", row] = (low.view(np.uint32).astype(np.uint64)
+                                     | (high.view(np.uint32).astype(np.uint64) << np.uint64(32))).view(np.int64)
+            row += 1
+
+    def placed(low, high, bits, sel):
+        field = ((1 << (2 * bits)) - 1) << (sel * 2 * bits)
+        value = (low | (high << bits)) << (sel * 2 * bits)
+        return ((keep.view(np.uint32).astype(np.int64) & ~field) | (value & field)).astype(np.uint32).view(np.int32)
+    row = 0
+    for fmt, count in (("fp8", 2), ("bf8", 2), ("fp4", 4)):
+        bits = 4 if fmt == "fp4" else 8
+        for sel in range(count):
+            expected["down", row] = placed(_encode(fmt, np.ldexp(a.astype(np.float64), -k)),
+                                           _encode(fmt, np.ldexp(b.astype(np.float64), -k)), bits, sel)
+            row += 1
+    row = 0
+    for pair, decode in ((hf, lambda h: h.astype(np.uint16).view(np.float16).astype(np.float64)),
+                         (hb, lambda h: ref.bf16_values(h).astype(np.float64))):
+        halves = [decode((pair.view(np.uint32) >> shift) & 0xFFFF) for shift in (0, 16)]
+        for fmt, count in (("fp8", 2), ("bf8", 2), ("fp4", 4)):
+            bits = 4 if fmt == "fp4" else 8
+            for sel in range(count):
+                expected["down16", row] = placed(_encode(fmt, np.ldexp(halves[0], -k)),
+                                                 _encode(fmt, np.ldexp(halves[1], -k)), bits, sel)
+                row += 1
+    return expected
+
+
+def run_scaled_convert(launch, rng):
+    """Every v_cvt_scalef32_pk_* with every op_sel by inline asm over 700 elements, scales 2^-2 .. 2^0: fp8 / bf8 /
+    fp4 codes (every code, NaN and infinities among them) up to f32 / f16 / bf16 exactly, f32 / f16 / bf16 pairs down
+    to fp8 / bf8 / fp4 (every code's value and every midpoint between neighbours: ties both ways) into the selected
+    byte or word, the other bits kept."""
+    n, block = 700, 256
+    w = rng.integers(-2 ** 31, 2 ** 31, n, dtype=np.int64).astype(np.int32)
+    w[:256] = (np.arange(256) * 0x01010101).astype(np.uint32).view(np.int32)   # every byte value in every byte
+    s = np.exp2(rng.integers(-2, 1, n)).astype(np.float32)   # e5m2's largest x 2^0 still fits fp16
+    keep = rng.integers(-2 ** 31, 2 ** 31, n, dtype=np.int64).astype(np.int32)
+    fp4_grid = np.unique(np.concatenate([E2M1_GRID, (E2M1_GRID[:-1] + E2M1_GRID[1:]) / 2]))
+    small = np.concatenate([fp4_grid, -fp4_grid])   # within every format's range
+    fp8 = fp8_inputs(rng, n, 448.0)
+    pick = rng.random(n) < 0.5
+    # fp4 rows need |x / 2^k| <= 6: draw from the fp4 grid there, fp8 values elsewhere (the fp4 rows of those are
+    # checked separately below)
+    a = (np.where(pick, rng.choice(small, n), fp8) * s).astype(np.float32)
+    b = (np.where(pick, rng.choice(small, n), fp8[::-1]) * s).astype(np.float32)
+    low = np.where(pick, rng.choice(small, n), fp8) * s
+    high = np.where(pick, rng.choice(small, n), fp8[::-1]) * s
+    hf = _f16_pair_bits(low, high)
+    hb = _bf16_pair_bits(low, high)
+    outputs = {"up32": tensor(np.zeros((ck.NUM_UP32.value, n), dtype=np.int32)),
+               "up64": tensor(np.zeros((ck.NUM_UP64.value, n), dtype=np.int64)),
+               "down": tensor(np.zeros((ck.NUM_DOWN.value, n), dtype=np.int32)),
+               "down16": tensor(np.zeros((ck.NUM_DOWN16.value, n), dtype=np.int32))}
+    launch(ck.scaled_convert_kernel, (triton_cdiv(n, block),), tensor(w), tensor(s), tensor(keep), tensor(a), tensor(b),
+           tensor(hf), tensor(hb), outputs["up32"], outputs["up64"], outputs["down"], outputs["down16"], n, BLOCK=block,
+           num_warps=4)
+    expected = scaled_convert_reference(w, s, keep, a, b, hf, hb)
+    asm = {"up32": ck.UP32_ASM.value, "up64": ck.UP64_ASM.value, "down": ck.DOWN_ASM.value, "down16": ck.DOWN16_ASM.value}
+    for (rows, row), answer in expected.items():
+        text = asm[rows][row].split("\n")[-1].strip()
+        got = outputs[rows].numpy()[row]
+        fp4_down = rows.startswith("down") and "fp4" in text
+        where = pick if fp4_down else np.ones(n, dtype=bool)
+        if rows.startswith("up"):   # NaN codes: any NaN of the target
+            check_up(text, got, answer, rows)
+        else:
+            ref.check_equal("scaled_convert", text, got[where], answer[where])
+
+
+def check_up(text, got, answer, rows):
+    """Up-conversion results equal, except that a NaN half (or float) may be any NaN."""
+    if rows == "up64":
+        got32, answer32 = got.view(np.uint32).reshape(-1, 2), answer.view(np.uint32).reshape(-1, 2)
+        nan = nx_nan32(answer32)
+        ref.check_equal("scaled_convert", text, np.where(nan, 0, got32), np.where(nan, 0, answer32))
+        ref.check_equal("scaled_convert", f"{text} (NaN where NaN)", nx_nan32(got32)[nan], np.ones(int(nan.sum()), bool))
+        return
+    halves_got = np.stack([got.view(np.uint32) & 0xFFFF, got.view(np.uint32) >> 16])
+    halves_answer = np.stack([answer.view(np.uint32) & 0xFFFF, answer.view(np.uint32) >> 16])
+    is_nan = _f16_nan if "_f16_" in text else _bf16_nan
+    for half in range(2):
+        check_bits("scaled_convert", f"{text} (half {half})", halves_got[half], halves_answer[half], is_nan)
+
+
+def nx_nan32(bits):
+    bits = np.asarray(bits, dtype=np.uint32)
+    return ((bits & 0x7F800000) == 0x7F800000) & ((bits & 0x7FFFFF) != 0)
+
+
 # --- tl.math ----------------------------------------------------------------------------------------------
 def _erf(values):
     from math import erf
@@ -447,6 +583,44 @@ def run_layer_norm(launch, rng):
                  np.abs(expected) * 2.0 ** -11 + 1e-4 * (np.abs(x64 - mu[:, None]) * inv[:, None] * w + np.abs(b)), 1.0)
 
 
+# --- a split-KV decode in two stages ---------------------------------------------------------------------------
+def run_decode(launch, rng):
+    """A split-KV decode (GQA: 16 query heads on 2 KV heads, head dim 64, paged KV in shuffled pages) in two launches:
+    4 splits of each sequence's tokens (lengths 37, 0, 150, 3: an empty sequence, empty splits), then their merge by
+    log-sum-exp. Output (bf16) within its rounding plus 2^-8 of softmax(s) |v| (P rounded to bf16 for the PV dot)."""
+    lengths, q_heads, kv_heads, d, splits = [37, 0, 150, 3], 16, 2, 64, 4
+    tokens = sum(lengths) + 11
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    indices = rng.permutation(tokens)[:sum(lengths)].astype(np.int32)
+    q_bits, q = ref.bf16_random(rng, (len(lengths), q_heads, d))
+    k_bits, k = ref.bf16_random(rng, (tokens, kv_heads, d))
+    v_bits, v = ref.bf16_random(rng, (tokens, kv_heads, d))
+    sm_scale = 1 / np.sqrt(d)
+    partial = tensor(np.full((len(lengths), q_heads, splits, d + 1), np.nan, dtype=np.float32))
+    out = torch.full((len(lengths), q_heads, d), float("nan"), dtype=torch.bfloat16)
+    group = q_heads // kv_heads
+    launch(ck.decode_stage1_kernel, (len(lengths), kv_heads, splits), tensor(q_bits).view(torch.bfloat16),
+           tensor(k_bits).view(torch.bfloat16), tensor(v_bits).view(torch.bfloat16), tensor(indptr), tensor(indices),
+           partial, sm_scale, q_heads, kv_heads * d, NUM_SPLITS=splits, GROUP=group, BLOCK_N=32, D=d, DV=d,
+           num_warps=4)
+    launch(ck.decode_stage2_kernel, (len(lengths), q_heads), partial, tensor(indptr), out, q_heads, NUM_SPLITS=splits,
+           DV=d, num_warps=4)
+    got = out.float().numpy().astype(np.float64)
+    for seq, length in enumerate(lengths):
+        if length == 0:
+            ref.check_equal("decode", "empty sequence: 0", got[seq], np.zeros((q_heads, d)))
+            continue
+        rows = indices[indptr[seq]:indptr[seq + 1]]
+        kv_of_head = np.arange(q_heads) // group
+        scores = np.einsum("hd,thd->ht", q[seq].astype(np.float64), k[rows][:, kv_of_head].astype(np.float64)) * sm_scale
+        p = np.exp(scores - scores.max(axis=1, keepdims=True))
+        values = v[rows][:, kv_of_head].astype(np.float64)          # (t, h, d)
+        expected = np.einsum("ht,thd->hd", p, values) / p.sum(axis=1, keepdims=True)
+        scale = np.einsum("ht,thd->hd", p, np.abs(values)) / p.sum(axis=1, keepdims=True)
+        check_within("decode", f"sequence {seq} output (bf16)", got[seq], expected,
+                     np.abs(expected) * 2.0 ** -8 / (2.0 ** -8 + 1e-5) + scale, 2.0 ** -8 + 1e-5)
+
+
 # --- atomics ---------------------------------------------------------------------------------------------------------
 def check_exchanges(case, what, old, final, initial, slots):
     """Exchanges e -> slot e % slots from `initial`: per slot, the old values returned plus the final value are the
@@ -571,6 +745,9 @@ CASES = [
     Case("fp8_special", run_fp8_special_codes, "fp8_kernel on e4m3fn's NaN codes and e5m2's infinities, NaNs and denormals -> "
          "fp32 / fp16 / bf16", "Triton 3.9's interpreter decodes e4m3fn 0x7F as 480 and e5m2 0x7C as 65536, and flushes "
          "e5m2 denormals in fp16"),
+    Case("scaled_convert", run_scaled_convert, "every v_cvt_scalef32_pk_* conversion (fp8 / bf8 / fp4 <-> f32 / f16 / "
+         "bf16) with every op_sel (source byte or word, destination byte or word), by inline asm",
+         "inline asm does not run in Triton's interpreter"),
     Case("ldexp", run_ldexp, "libdevice.ldexp (v_ldexp_f32), int64 -> fp32 (v_ffbh, 64-bit shifts, v_ldexp_f32)",
          "libdevice functions do not run in Triton's interpreter"),
     Case("math", run_math, "tl.math: exp, log, sqrt, rsqrt, erf, exp2, log2 (v_log_f32), "
@@ -608,6 +785,9 @@ CASES = [
          "the tutorial-style matmul with 32 x 32 tiles, bf16 in and out"),
     Case("matmul_e4m3", _matmul_case("matmul_e4m3", 64, 64, 200, "e4m3", "f32", (32, 32, 64), 1, 2),
          "the tutorial-style matmul on fp8 e4m3 operands, fp32 out"),
+    Case("decode", run_decode, "a split-KV decode in two stages as public decode-attention kernels write it: paged KV "
+         "through an index table, GQA heads in one tl.dot, online softmax with tl.exp / tl.log, empty splits and an "
+         "empty sequence, then the log-sum-exp merge of the splits, bf16 out"),
     Case("layer_norm", run_layer_norm, "a layer norm in Triton's tutorial style: row mean and variance in column "
          "passes, rsqrt / division, fp16 in and out"),
     Case("wide_reduce", run_wide_reduce, "int64 and float64 reductions across 8 warps (64-bit LDS reads and "

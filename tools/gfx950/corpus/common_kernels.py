@@ -391,3 +391,134 @@ def bf16_atomic_kernel(b_ptr, bsum_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < n
     tl.atomic_add(bsum_ptr + offs % ATOMIC_SLOTS, tl.load(b_ptr + offs, mask=ok, other=0.0), mask=ok)
+
+
+# --- the scaled conversions, every op_sel, by inline asm (Triton emits only some of them) -------------------------
+def _op_sels(count):
+    """The op_sel suffixes selecting byte / word 0 .. count - 1 of a 3-operand conversion's source."""
+    return ("", " op_sel:[1,0,0]", " op_sel:[0,1,0]", " op_sel:[1,1,0]")[:count]
+
+
+# $0 = convert($1: packed source word, $2: the scale's float); results 32 bits (UP32) or a 64-bit pair (UP64)
+UP32_ASM = tuple(f"v_cvt_scalef32_pk_{out}_{fmt} $0, $1, $2{sel}" for out in ("f16", "bf16")
+                 for fmt, count in (("fp8", 2), ("bf8", 2), ("fp4", 4)) for sel in _op_sels(count))
+UP64_ASM = tuple(f"v_cvt_scalef32_pk_f32_{fmt} $0, $1, $2{sel}" for fmt, count in (("fp8", 2), ("bf8", 2), ("fp4", 4))
+                 for sel in _op_sels(count))
+# $0 = $1 (the bits kept) with the pair ($2, $3) of float32 converted into the selected word / byte, scale $4
+DOWN_ASM = tuple(f"v_mov_b32 $0, $1\n\tv_cvt_scalef32_pk_{fmt}_f32 $0, $2, $3, $4 op_sel:[0,0,{sel}]"
+                 for fmt, sels in (("fp8", ("0,0", "0,1")), ("bf8", ("0,0", "0,1")),
+                                   ("fp4", ("0,0", "1,0", "0,1", "1,1"))) for sel in sels)
+# $0 = $1 with the packed 16-bit pair $2 converted into the selected word / byte, scale $3
+DOWN16_ASM = tuple(f"v_mov_b32 $0, $1\n\tv_cvt_scalef32_pk_{fmt}_{src} $0, $2, $3 {sel}"
+                   for src in ("f16", "bf16")
+                   for fmt, sels in (("fp8", ("op_sel:[0,0,0]", "op_sel:[0,0,1]")),
+                                     ("bf8", ("op_sel:[0,0,0]", "op_sel:[0,0,1]")),
+                                     ("fp4", ("op_sel:[0,0,0,0]", "op_sel:[0,0,1,0]", "op_sel:[0,0,0,1]",
+                                              "op_sel:[0,0,1,1]")))
+                   for sel in sels)
+NUM_UP32, NUM_UP64 = tl.constexpr(len(UP32_ASM)), tl.constexpr(len(UP64_ASM))
+NUM_DOWN, NUM_DOWN16 = tl.constexpr(len(DOWN_ASM)), tl.constexpr(len(DOWN16_ASM))
+UP32_ASM, UP64_ASM, DOWN_ASM, DOWN16_ASM = (tl.constexpr(t) for t in (UP32_ASM, UP64_ASM, DOWN_ASM, DOWN16_ASM))
+
+
+@triton.jit
+def scaled_convert_kernel(w_ptr, s_ptr, keep_ptr, a_ptr, b_ptr, hf_ptr, hb_ptr, up32_ptr, up64_ptr, down_ptr,
+                          down16_ptr, n, BLOCK: tl.constexpr):
+    """Every v_cvt_scalef32_pk_* conversion the emulator implements, with every op_sel, on n elements: w (n,) int32
+    packed fp8 / fp4 codes, s (n,) float32 scales (powers of two), keep (n,) int32 the destination bits a narrowing
+    conversion keeps, a, b (n,) float32 a narrowing pair, hf / hb (n,) int32 packed f16 / bf16 pairs ->
+    up32 (NUM_UP32, n) int32, up64 (NUM_UP64, n) int64, down (NUM_DOWN, n) int32, down16 (NUM_DOWN16, n) int32:
+    row k the result of instruction k of UP32_ASM, UP64_ASM, DOWN_ASM, DOWN16_ASM."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    w = tl.load(w_ptr + offs, mask=ok, other=0)
+    s = tl.load(s_ptr + offs, mask=ok, other=1.0)
+    keep = tl.load(keep_ptr + offs, mask=ok, other=0)
+    a = tl.load(a_ptr + offs, mask=ok, other=0.0)
+    b = tl.load(b_ptr + offs, mask=ok, other=0.0)
+    hf = tl.load(hf_ptr + offs, mask=ok, other=0)
+    hb = tl.load(hb_ptr + offs, mask=ok, other=0)
+    for k in tl.static_range(NUM_UP32):
+        tl.store(up32_ptr + k * n + offs, tl.inline_asm_elementwise(UP32_ASM[k], "=v,v,v", [w, s], dtype=tl.int32,
+                                                                    is_pure=True, pack=1), mask=ok)
+    for k in tl.static_range(NUM_UP64):
+        tl.store(up64_ptr + k * n + offs, tl.inline_asm_elementwise(UP64_ASM[k], "=v,v,v", [w, s], dtype=tl.int64,
+                                                                    is_pure=True, pack=1), mask=ok)
+    for k in tl.static_range(NUM_DOWN):
+        tl.store(down_ptr + k * n + offs, tl.inline_asm_elementwise(DOWN_ASM[k], "=&v,v,v,v,v", [keep, a, b, s],
+                                                                    dtype=tl.int32, is_pure=True, pack=1), mask=ok)
+    for k in tl.static_range(NUM_DOWN16):
+        h = hf if k < NUM_DOWN16 // 2 else hb
+        tl.store(down16_ptr + k * n + offs, tl.inline_asm_elementwise(DOWN16_ASM[k], "=&v,v,v,v", [keep, h, s],
+                                                                      dtype=tl.int32, is_pure=True, pack=1), mask=ok)
+
+
+# --- a split-KV decode in two stages (the form public decode-attention kernels take) ---------------------------------
+@triton.jit
+def decode_stage1_kernel(q_ptr, k_ptr, v_ptr, kv_indptr, kv_indices, partial_ptr, sm_scale, q_heads, kv_stride,
+                         NUM_SPLITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr,
+                         DV: tl.constexpr):
+    """Program (b, g, s): split s of sequence b for the GROUP query heads of KV head g. q (batch, q_heads, D) bf16;
+    k (tokens, kv_heads, D), v (tokens, kv_heads, DV) bf16 paged by kv_indices[kv_indptr[b] : kv_indptr[b + 1]]
+    (row stride kv_stride elements a token); partial (batch, q_heads, NUM_SPLITS, DV + 1) float32: the split's
+    softmax(q k^T sm_scale) v over its tokens and, last, its log-sum-exp (nothing stored for an empty split)."""
+    seq = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    split = tl.program_id(2)
+    heads = kv_head * GROUP + tl.arange(0, GROUP)
+    start = tl.load(kv_indptr + seq)
+    length = tl.load(kv_indptr + seq + 1) - start
+    per_split = tl.cdiv(length, NUM_SPLITS)
+    lo = split * per_split
+    hi = tl.minimum(lo + per_split, length)
+    d = tl.arange(0, D)
+    dv = tl.arange(0, DV)
+    q = tl.load(q_ptr + (seq * q_heads + heads[:, None]) * D + d[None, :])
+    e_max = tl.full([GROUP], float("-inf"), tl.float32)
+    e_sum = tl.zeros([GROUP], tl.float32)
+    acc = tl.zeros([GROUP, DV], tl.float32)
+    if lo < hi:
+        for first in range(lo, hi, BLOCK_N):
+            n = first + tl.arange(0, BLOCK_N)
+            ok = n < hi
+            loc = tl.load(kv_indices + start + n, mask=ok, other=0)
+            k = tl.load(k_ptr + loc[None, :] * kv_stride + kv_head * D + d[:, None], mask=ok[None, :], other=0.0)
+            qk = tl.dot(q, k) * sm_scale
+            qk = tl.where(ok[None, :], qk, float("-inf"))
+            n_max = tl.maximum(tl.max(qk, 1), e_max)
+            rescale = tl.exp(e_max - n_max)
+            p = tl.exp(qk - n_max[:, None])
+            v = tl.load(v_ptr + loc[:, None] * kv_stride + kv_head * DV + dv[None, :], mask=ok[:, None], other=0.0)
+            acc = acc * rescale[:, None] + tl.dot(p.to(v.dtype), v)
+            e_sum = e_sum * rescale + tl.sum(p, 1)
+            e_max = n_max
+        rows = partial_ptr + ((seq * q_heads + heads) * NUM_SPLITS + split) * (DV + 1)
+        tl.store(rows[:, None] + dv[None, :], acc / e_sum[:, None])
+        tl.store(rows + DV, e_max + tl.log(e_sum))
+
+
+@triton.jit
+def decode_stage2_kernel(partial_ptr, kv_indptr, out_ptr, q_heads, NUM_SPLITS: tl.constexpr, DV: tl.constexpr):
+    """Program (b, h): out[b, h] (DV,) bf16 = the splits' partial outputs of decode_stage1_kernel weighted by
+    exp(lse - max lse), over the splits that held tokens (0 for an empty sequence)."""
+    seq = tl.program_id(0)
+    head = tl.program_id(1)
+    length = tl.load(kv_indptr + seq + 1) - tl.load(kv_indptr + seq)
+    per_split = tl.cdiv(length, NUM_SPLITS)
+    dv = tl.arange(0, DV)
+    e_max = float("-inf")
+    e_sum = 0.0
+    acc = tl.zeros([DV], tl.float32)
+    for split in range(NUM_SPLITS):
+        if split * per_split < length:
+            row = partial_ptr + ((seq * q_heads + head) * NUM_SPLITS + split) * (DV + 1)
+            part = tl.load(row + dv)
+            lse = tl.load(row + DV)
+            n_max = tl.maximum(lse, e_max)
+            old_scale = tl.exp(e_max - n_max)
+            weight = tl.exp(lse - n_max)
+            acc = acc * old_scale + weight * part
+            e_sum = e_sum * old_scale + weight
+            e_max = n_max
+    out = tl.where(e_sum > 0, acc / e_sum, 0.0)
+    tl.store(out_ptr + (seq * q_heads + head) * DV + dv, out.to(tl.bfloat16))
