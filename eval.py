@@ -149,14 +149,19 @@ FLAG_SPECS = {  # what each option sets and where it applies (--help's text: FLA
     "--arch": Flag("arch", ("ingest",), str),
     "--force": Flag("force", ("ingest",)),
     "--verbose": Flag("verbose", ("test", "benchmark", "leaderboard", "profile", "tune", "compare")),
+    "--all-forms": Flag("all_forms", ("test",)),
 }
 OPTION_DEFAULTS = {"json": None, "runs": 30, "write": True, "arch": None, "force": False, "report": None,
-                   "verbose": False}
+                   "verbose": False, "all_forms": False}
 
 
 FLAGS = {  # --help's text of each option, after the modes it applies to (FLAG_SPECS)
     "--json PATH": "also write the rows as JSON with device, versions, date and command",
     "--runs N": "timed calls per candidate (default 30)",
+    "--all-forms": "with MLA_EMULATE=gfx950, after each case's check: every form (kernel variant and split "
+                   "count) first-call tuning would time for the case's shape on the MI355X, each run on the "
+                   "emulator and held to float32 attention on the same MXFP4 data; the case fails when one "
+                   "does (this repository's submission.py only)",
     "--no-write": "leave submission.py as it is",
     "--arch ARCH": "only this architecture's entries (e.g. gfx950)",
     "--report PATH": "the compile report (tools/compile_report.py --json) to predict from (default: "
@@ -404,6 +409,64 @@ class SubmissionUnavailable(Exception):
     case's error, not a traceback."""
 
 
+class EmulatorVerdict(Exception):
+    """MLA_EMULATE: a kernel of the case failed on the gfx950 emulator (a fault, an instruction it
+    does not implement, a hang, a detector's finding), or the emulator could not run it (the
+    runner's Triton missing, a build error that escaped the submission). The message is the
+    one-line verdict: the kernel, the amdgcn instruction and its line, the Python source line,
+    the fault. Defined here, not in tools/, so that it crosses from the worker to this process,
+    which never imports the emulator."""
+
+
+# The modules under tools/: an exception of theirs cannot be unpickled where tools/ is not on
+# the path (this process), so the worker turns one into an EmulatorVerdict.
+TOOL_MODULES = frozenset(path.stem for path in (Path(__file__).resolve().parent / "tools").glob("*")
+                         if path.suffix == ".py" or (path / "__init__.py").is_file())
+
+
+def _emulated(function, *args):
+    """In the worker under MLA_EMULATE: function(*args) -> (its result, the kernels it ran on
+    the emulator: one line). EmulatorVerdict when a launch failed there, even where the
+    submission caught the error and answered otherwise, or when an exception of the tools'
+    own escaped."""
+    from gfx950 import dispatch
+    dispatch.take_record()
+    try:
+        result = function(*args)
+    except SubmissionUnavailable:
+        raise
+    except Exception as exc:
+        failures = dispatch.take_record()["failures"]
+        if failures:
+            raise EmulatorVerdict(failures[0]) from None
+        if type(exc).__module__.split(".")[0] in TOOL_MODULES:
+            raise EmulatorVerdict(" ".join(f"{type(exc).__name__}: {exc}".split())) from None
+        raise
+    record = dispatch.take_record()
+    if record["failures"]:
+        raise EmulatorVerdict(record["failures"][0])
+    return result, dispatch.summary(record["launches"])
+
+
+def _apply(pool, function, args, label=None):
+    """function(*args) in the worker (pool.apply; `pool` None: in this process). Under
+    MLA_EMULATE through _emulated: with a label, the kernels it ran go to stdout as
+    `<label>.emulated: ...`; a failed kernel is EmulatorVerdict."""
+    if not EMULATE:
+        return function(*args) if pool is None else pool.apply(function, args)
+    result, ran = _emulated(function, *args) if pool is None else pool.apply(_emulated, (function, *args))
+    if label is not None:
+        print(f"{label}.emulated: {ran}", flush=True)
+    return result
+
+
+def _verdict_line(label, exc):
+    """An EmulatorVerdict on stdout when the protocol lines go to the runner's fd (on stdout they
+    hold it already)."""
+    if isinstance(exc, EmulatorVerdict) and os.getenv("POPCORN_FD"):
+        print(f"{label}.emulator: {exc}", flush=True)
+
+
 # What to do about a module the runner has and this machine lacks, or one the runner lacks too.
 AITER_ADVICE = ("aiter exists only in ROCm builds (the leaderboard's MI355X runner has it): check this file on an "
                 "MI355X or on the leaderboard's runner, or make its aiter import optional (try/except ImportError, "
@@ -460,6 +523,39 @@ def _run_single_test(test: TestCase):
     output = _first_call(custom_kernel, _clone_data(data))
     _synchronize()
     return _check(data, output)
+
+
+def _tuning_form(test: TestCase, k=None):
+    """--all-forms, in the worker: the forms first-call tuning would time for the case's shape on
+    the MI355X, [(description, split count)]; with k, form k run on the case's input -> None when
+    its answer is right (tools/gfx950/mla.py's rule), else what disagreed. (Forms cross to the
+    parent by description: a variant object would import submission.py there.)"""
+    from gfx950 import mla
+    sub = _submission()
+    forms = mla.tuning_forms(sub, test.args["batchsize"], test.args["kvseqlen"])
+    if k is None:
+        return [(variant.describe(), num_splits) for variant, num_splits in forms]
+    variant, num_splits = forms[k]
+    data = generate_input(**test.args)
+    return mla.wrong(sub, variant, data, mla.run_variant(sub, variant, data, num_splits))
+
+
+def _all_forms_verdict(pool, test: TestCase, idx: int, message: str):
+    """--all-forms: each form of _tuning_form run on the emulator (`test.<idx>.form.<k>` on
+    stdout: the form, the kernels it ran, its verdict). -> (all right, message: the case's
+    own, or the first wrong form's)."""
+    verdicts = []
+    for k, (described, num_splits) in enumerate(pool.apply(_tuning_form, (test,))):
+        label = f"test.{idx}.form.{k}"
+        print(f"{label}: {described}, {num_splits} split(s)", flush=True)
+        try:
+            problem = _apply(pool, _tuning_form, (test, k), label)
+        except EmulatorVerdict as exc:
+            problem = str(exc)
+        print(f"{label}.verdict: {problem or 'right'}", flush=True)
+        if problem:
+            verdicts.append(f"form {described}, {num_splits} split(s): {problem}")
+    return (False, verdicts[0]) if verdicts else (True, message)
 
 
 def _timed_call(custom_kernel, data):
@@ -796,16 +892,21 @@ def _progress(index, total, spec, status, seconds):
     print(f"[{index + 1}/{total}] {spec} -> {status} ({seconds:.1f} s)", file=sys.stderr, flush=True)
 
 
-def run_testing(logger, pool, tests):
-    """test: each case once in the worker; the runner's protocol and exit 0 / 112."""
+def run_testing(logger, pool, tests, all_forms=False):
+    """test: each case once in the worker; the runner's protocol and exit 0 / 112. all_forms
+    (--all-forms, MLA_EMULATE): then every form first-call tuning would time for the case's
+    shape on the MI355X (_all_forms_verdict)."""
     passed = True
     logger.log("test-count", len(tests))
     for idx, test in enumerate(tests):
         start = time.time()
         logger.log(f"test.{idx}.spec", test.spec)
         try:
-            good, message = pool.apply(_run_single_test, (test,))
-        except SubmissionUnavailable as exc:
+            good, message = _apply(pool, _run_single_test, (test,), f"test.{idx}")
+            if good and all_forms:
+                good, message = _all_forms_verdict(pool, test, idx, message)
+        except (SubmissionUnavailable, EmulatorVerdict) as exc:
+            _verdict_line(f"test.{idx}", exc)
             good, message = False, str(exc)
         logger.log(f"test.{idx}.status", "pass" if good else "fail")
         if not good:
@@ -826,8 +927,8 @@ def run_benchmarking(logger, pool, tests, kind):
     protocol = PROTOCOL[kind]
     warmup_budget, case_budget = BUDGETS[kind]
     try:
-        pool.apply(_run_single_benchmark, (tests[0], False, *warmup_budget))
-    except SubmissionUnavailable:
+        _apply(pool, _run_single_benchmark, (tests[0], False, *warmup_budget))
+    except (SubmissionUnavailable, EmulatorVerdict):
         pass  # every case reports it
     logger.log("benchmark-count", len(tests))
     results, passed = [], True
@@ -836,8 +937,10 @@ def run_benchmarking(logger, pool, tests, kind):
         if protocol["spec_before_case"]:
             logger.log(f"benchmark.{idx}.spec", test.spec)
         try:
-            result = pool.apply(_run_single_benchmark, (test, kind == "leaderboard", *case_budget))
-        except SubmissionUnavailable as exc:
+            result = _apply(pool, _run_single_benchmark, (test, kind == "leaderboard", *case_budget),
+                            f"benchmark.{idx}")
+        except (SubmissionUnavailable, EmulatorVerdict) as exc:
+            _verdict_line(f"benchmark.{idx}", exc)
             result = str(exc)
         if not protocol["spec_before_case"]:
             logger.log(f"benchmark.{idx}.spec", test.spec)
@@ -872,8 +975,9 @@ def run_profiling(logger, tests, verbose=False):
         start = time.time()
         logger.log(f"benchmark.{idx}.spec", test.spec)
         try:
-            profiled = _run_single_profile(test)
-        except SubmissionUnavailable as exc:
+            profiled = _apply(None, _run_single_profile, (test,), f"benchmark.{idx}")
+        except (SubmissionUnavailable, EmulatorVerdict) as exc:
+            _verdict_line(f"benchmark.{idx}", exc)
             passed = False
             logger.log(f"benchmark.{idx}.status", "fail")
             logger.log(f"benchmark.{idx}.error", str(exc))
@@ -980,7 +1084,7 @@ def print_compare_table(rows, summary, other_name, file=sys.stdout, interpreter=
     for row in rows:
         head = f"{row['batch']:>5} {row['kv_len']:>6}"
         if row["status"] == "fail":
-            side = "A (submission.py)" if row["failed"] == "A" else f"B ({other_name})"
+            side = {"A": "A (submission.py)", "B": f"B ({other_name})"}.get(row["failed"], row["failed"])
             print(f"{head} FAILED: {side}: {row['error'].split(MESSAGE_SEPARATOR)[0]}", file=file)
             continue
         print(f"{head} {row['runs']:>5} {row['a_mean_us']:>10.1f} {row['b_mean_us']:>10.1f} {row['ratio']:>7.3f}  "
@@ -1003,11 +1107,15 @@ def run_compare(pool, tests, other_path: str, json_path, case_file) -> int:
         return 2
     warmup_budget, case_budget = BUDGETS["benchmark"]
     if HAS_GPU:
-        pool.apply(_run_compare_case, (tests[0], other_path, *warmup_budget))
+        _apply(pool, _run_compare_case, (tests[0], other_path, *warmup_budget))
     rows = []
     for idx, test in enumerate(tests):
         start = time.time()
-        row = compare_row(test, pool.apply(_run_compare_case, (test, other_path, *case_budget)))
+        try:
+            result = _apply(pool, _run_compare_case, (test, other_path, *case_budget), f"compare.{idx}")
+        except EmulatorVerdict as exc:
+            result = {"failed": "A or B", "error": str(exc)}
+        row = compare_row(test, result)
         rows.append(row)
         status = (f"FAILED ({row['failed']})" if row["status"] == "fail"
                   else f"B/A {row['ratio']:.3f} [{row['low']:.3f}, {row['high']:.3f}]")
@@ -1032,7 +1140,7 @@ def run_tuning(pool, tests, runs):
     results = {}
     for idx, test in enumerate(tests):
         start = time.time()
-        rows = pool.apply(_run_tune_case, (test, runs))
+        rows = _apply(pool, _run_tune_case, (test, runs), f"tune.{idx}")
         results[(test.args["batchsize"], test.args["kvseqlen"])] = rows
         best = fastest_checked(rows)
         status = f"best {tuple(best['choice'])} {best['mean_us']:.1f} us" if best else "NO CANDIDATE PASSED"
@@ -1617,7 +1725,7 @@ def print_table(rows, floors, file=sys.stdout, interpreter=not HAS_GPU):
 
 
 USAGE_LINES = ("python eval.py {test,benchmark,leaderboard,profile,tune} [case file] [--json PATH] [--verbose]",
-               "                      [--runs N (tune)] [--no-write (tune)]",
+               "                      [--runs N (tune)] [--no-write (tune)] [--all-forms (test)]",
                "python eval.py compare OTHER [case file] [--json PATH] [--verbose]",
                "python eval.py ingest LOG [SUBMISSION] [--arch ARCH] [--force]",
                "python eval.py model LOG [--report PATH] [--json PATH]")
@@ -1699,6 +1807,10 @@ def _parse_args(argv, popcorn):
     if options["runs"] < 1:
         print(f"--runs needs at least 1 timed call, not {options['runs']}", file=sys.stderr)
         return 2
+    if options["all_forms"] and not EMULATE:
+        print("--all-forms runs on the gfx950 emulator: MLA_EMULATE=gfx950 python eval.py test --all-forms",
+              file=sys.stderr)
+        return 2
     unknown = [a for a in argv if a.startswith("-")]
     if unknown:
         return _usage_error(f"unknown option {unknown[0]}")
@@ -1765,7 +1877,7 @@ def main():
             context = multiprocessing.get_context("spawn")
             with context.Pool(1, initializer=_worker_init, initargs=(options["verbose"],)) as pool:
                 if mode == "test":
-                    return run_testing(logger, pool, tests)
+                    return run_testing(logger, pool, tests, options["all_forms"])
                 if mode == "tune":
                     try:
                         return finish_tuning(run_tuning(pool, tests, options["runs"]), pool, options, case_file)

@@ -276,6 +276,6 @@ def test_an_access_outside_every_tensor_names_lane_and_address():
         gfx950.run_asm(text, [data])
 
 
-def test_a_wave_past_its_budget_is_a_hang():
-    with pytest.raises(gfx950.EmulationError, match="budget of 1000 instructions"):
+def test_a_workgroup_past_its_budget_is_a_hang():
+    with pytest.raises(gfx950.EmulationError, match="a hang: the workgroup ran past its budget of 1000 wave "):
         gfx950.run_asm(".Lspin:\n  s_branch .Lspin\n", budget=1000)

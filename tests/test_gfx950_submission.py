@@ -6,7 +6,7 @@ emulator, and the module dispatches as on the MI355X), with every detector on: a
 outside a tensor, an LDS race, a read of a register never written, a hang; and global
 memory behind 8 L2s, one per XCD. CI runs one small case per family and merge (below);
 the full matrix, every variant the MI355X can pick on every case, is
-`python tools/gfx950/matrix.py` (docs/gfx950_emulator.md).
+`python tools/gfx950/matrix.py --write` (docs/gfx950_emulator.md).
 """
 import sys
 from pathlib import Path
@@ -52,7 +52,7 @@ def test_the_proven_forms_are_the_matrixs_and_it_ran_todays_kernels(sub, variant
     import json
     from gfx950 import matrix
     results = json.loads(matrix.RESULT.read_text())
-    assert results["kernels_sha256"] == matrix.kernels_fingerprint(sub), "kernels changed: run tools/gfx950/matrix.py"
+    assert results["kernels_sha256"] == matrix.kernels_fingerprint(sub), "kernels changed: run tools/gfx950/matrix.py --write"
     assert {row["variant"] for row in results["runs"]} >= {v.describe() for v in variants}
     assert sub.EMULATOR_PROVEN == frozenset(matrix.proven(results["runs"], variants))
     assert f"{matrix.PROVEN_BEGIN}\n" in Path(sub.__file__).read_text()

@@ -7,6 +7,12 @@ and a static time bound per leaderboard case for the variant the dispatch picks 
     python tools/compile_report.py --triton installed ...     # this Python's own Triton
     python tools/compile_report.py --triton DIR ...           # the Triton in DIR
     python tools/compile_report.py --candidates --json PATH   # the tuning candidates' other forms
+    python tools/compile_report.py FILE [--cases 2x300] ...   # another submission file
+
+FILE (default: this repository's submission.py): a file shaped like ours (a fork) gets this
+report; any other (a competitor's own) gets the gfx950 builds its custom_kernel launches on
+--cases, run on the gfx950 emulator (registers, spills, LDS, occupancy, matrix instructions,
+instruction forms, wave instructions, each case's check).
 
 It builds with the runner's Triton 3.6.0 unless --triton names another (tools/common.py,
 run_with_triton: RUNNER_TRITON_DIR or .ci/triton-3.6.0, installed there on first use); its
@@ -74,6 +80,32 @@ if __name__ == "__main__":  # before triton is imported
     from common import run_with_triton
     run_with_triton(__file__)
 
+
+def _load_submission(path):
+    """The submission file at `path` imported as the module `submission` (the one the report reads)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("submission", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["submission"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _file_argument(argv):
+    """The FILE of the command line (the one argument that is not an option or an option's value)."""
+    taking_value = {"--target", "--json", "--triton", "--cases"}
+    found, skip = [], False
+    for word in argv:
+        if skip or word.startswith("-"):
+            skip = word in taking_value
+            continue
+        found.append(word)
+    return found[0] if found else None
+
+
+if __name__ == "__main__" and _file_argument(sys.argv[1:]):
+    _load_submission(_file_argument(sys.argv[1:]))
+
 import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
@@ -82,7 +114,7 @@ import submission as sub  # noqa: E402
 from isa_latency import (_waitcnt, isa_latency_counts, loop_region, parse_amdgcn, release_order,  # noqa: E402
                          sass_latency_counts)
 from fence_order import fused_fences  # noqa: E402
-from common import add_triton_option  # noqa: E402
+from common import add_triton_option, parse_cases  # noqa: E402
 from lds_banks import BANK_MODELS, BOUND_MODELS, kernarg_offsets, lds_bank_counts, ring_hazards  # noqa: E402
 from gfx950.asm import instruction_forms  # noqa: E402
 
@@ -139,8 +171,8 @@ _SPLIT_ARGUMENTS = {"q_ptr": "*bf16", "kv_ptr": "*u8", "kv_words_ptr": "*i32", "
 SCALED_SIGNATURE = dict(_SPLIT_ARGUMENTS)
 BF16_SIGNATURE = {k: v for k, v in _SPLIT_ARGUMENTS.items() if k not in ("kv_words_ptr", "q8_ptr", "qs_ptr")}
 # split kernel -> (the family it runs, its signature)
-SPLIT_KERNELS = {"_scaled_split_kernel": (sub.SCALED_SCORES, SCALED_SIGNATURE),
-                 "_bf16_split_kernel": (sub.BF16_SCORES, BF16_SIGNATURE)}
+SPLIT_KERNELS = {"_scaled_split_kernel": ("SCALED_SCORES", SCALED_SIGNATURE),
+                 "_bf16_split_kernel": ("BF16_SCORES", BF16_SIGNATURE)}
 Q8_SIGNATURE = {"q_ptr": "*bf16", "kv_indptr_ptr": "*i32", "partials_ptr": "*fp32", "q8_ptr": "*u8",
                 "scale_ptr": "*fp32", "page_len_ptr": "*i32", "batch": "i32", "num_partials": "i32",
                 "q_row_stride": "i32", "q_head_stride": "i32"}
@@ -521,7 +553,7 @@ def compile_one(target_name, fn, signature, consts, num_warps, num_stages) -> di
     if "CONVERT" in consts:
         row["convert"] = sub.CONVERT_NAMES[consts["CONVERT"]]
     if fn.__name__ in SPLIT_KERNELS:
-        row["family"] = sub.FAMILY_NAMES[SPLIT_KERNELS[fn.__name__][0]]
+        row["family"] = sub.FAMILY_NAMES[getattr(sub, SPLIT_KERNELS[fn.__name__][0])]
     try:
         compiled = triton.compile(src, target=target, options={"num_warps": num_warps, "num_stages": num_stages})
     except Exception as exc:  # noqa: BLE001 - a failed build is a row, reported and tested
@@ -628,7 +660,6 @@ GLUON_SIGNATURE = {"q_ptr": "*bf16", "kv_ptr": "*u8", "scale_ptr": "*u8", "qo_in
                    "q_row_stride": "i32", "q_head_stride": "i32", "kv_row_stride": "i32", "scale_row_words": "i32",
                    "qk_scale_log2": "fp32"}
 NON_BUFFER_MEMORY = ("global_", "flat_", "scratch_")
-GLUON_MERGES = (sub.MERGE_DIRECT, sub.MERGE_COMBINE, sub.MERGE_FUSED)
 
 
 def isa_memory_facts(asm):
@@ -744,14 +775,17 @@ def report(target_names) -> list:
     rows = []
     for name in target_names:
         variants = [compile_one(name, *variant) for variant in kernel_variants(name)]
-        gluon_rows = [compile_gluon(merge) for merge in GLUON_MERGES] if name == "gfx950" else []
+        merges = (sub.MERGE_DIRECT, sub.MERGE_COMBINE, sub.MERGE_FUSED)
+        gluon_rows = [compile_gluon(merge) for merge in merges] if name == "gfx950" else []
         rows += variants + case_rows(name, variants, gluon_rows)
         if gluon_rows:
             rows += gluon_rows + gluon_case_rows(gluon_rows)
     return rows
 
 
-MERGE_SHORT = {sub.MERGE_DIRECT: "dir", sub.MERGE_COMBINE: "cmb", sub.MERGE_FUSED: "fus"}
+def merge_short(merge):
+    """A merge's three letters in the tables ("-" for none)."""
+    return {sub.MERGE_DIRECT: "dir", sub.MERGE_COMBINE: "cmb", sub.MERGE_FUSED: "fus"}.get(merge, "-")
 
 
 def print_rows(rows):
@@ -763,7 +797,7 @@ def print_rows(rows):
         kernel = r["kernel"] + (f":{r['family']}" if "family" in r else "")
         convert = r.get("convert", f"R{r['ROWS']} P{r['PHASE']}" if "PHASE" in r else "-")  # _q_fp8_kernel
         head = (f"{r['target']:<7} {r['triton']:<6} {kernel:<31} {convert:<9} "
-                f"{r.get('BLOCK_N', '-'):>3} {r.get('PIN', '-'):>3} {MERGE_SHORT.get(r.get('MERGE'), '-'):>3} "
+                f"{r.get('BLOCK_N', '-'):>3} {r.get('PIN', '-'):>3} {merge_short(r.get('MERGE')):>3} "
                 f"{r['num_warps']:>5} {r['num_stages']:>3}")
         if "error" in r:
             print(f"{head} BUILD FAILED: {r['error'].splitlines()[-1][:200]}")
@@ -785,7 +819,7 @@ def print_rows(rows):
     print_latency_rows(variants)
     print_bank_rows(variants)
     for r in (r for r in variants if r["row"] == "gluon" and "error" not in r):
-        print(f"gluon {MERGE_SHORT[r['MERGE']]}: memory instructions outside buffer operations: "
+        print(f"gluon {merge_short(r['MERGE'])}: memory instructions outside buffer operations: "
               f"{', '.join(r['memory_ops_outside_buffers']) or 'none'}; first tile's copy before Q is quantized: "
               f"{'yes' if r['first_copy_before_q_quantized'] else 'no'}"
               + (f"; release ordered: {'yes' if r['release']['ordered'] else 'NO'}" if "release" in r else ""))
@@ -833,7 +867,7 @@ def print_bank_rows(variants):
         cells = [f"{m['cycles_per_tile']:>7.0f}/{m['ideal_per_tile']:<6.0f} x{m['factor']:<5.2f}".rjust(26)
                  for m in (banks["models"][model] for model in models)]
         kernel = r["kernel"] + f":{r['family']}"
-        print(f"{kernel:<24} {r['convert']:<9} {r['BLOCK_N']:>3} {MERGE_SHORT[r['MERGE']]:>3} {r['num_warps']:>5} "
+        print(f"{kernel:<24} {r['convert']:<9} {r['BLOCK_N']:>3} {merge_short(r['MERGE']):>3} {r['num_warps']:>5} "
               f"{r['num_stages']:>3} " + " ".join(cells)
               + f" {max(banks['max_instruction_factor'].values()):>11.2f} {len(banks['unresolved']):>5}")
     for r in (r for r in variants if r.get("fused_fences")):
@@ -846,7 +880,7 @@ def print_bank_rows(variants):
               f"{'/'.join(fences['count_broadcast']) or '-'}")
     for r in (r for r in variants if r.get("ring")):
         ring = r["ring"]
-        print(f"ring {r['kernel']} {MERGE_SHORT[r['MERGE']]}: {ring['reads']} reads and {ring['copies']} copies in "
+        print(f"ring {r['kernel']} {merge_short(r['MERGE'])}: {ring['reads']} reads and {ring['copies']} copies in "
               f"6 passes: {ring['raw']} read(s) before their tile's copies retired in every wave, {ring['war']} "
               f"copy(ies) before every wave finished reading the slot, {ring['unresolved']} unresolved")
 
@@ -864,7 +898,7 @@ def print_latency_rows(variants):
             continue
         kernel = r["kernel"] + f":{r['family']}"
         occupancy = r.get("waves_per_simd") if r["target"] == "gfx950" else r.get("programs_per_sm")
-        print(f"{r['target']:<7} {kernel:<24} {r['convert']:<9} {r['BLOCK_N']:>3} {MERGE_SHORT[r['MERGE']]:>3} "
+        print(f"{r['target']:<7} {kernel:<24} {r['convert']:<9} {r['BLOCK_N']:>3} {merge_short(r['MERGE']):>3} "
               f"{r['num_warps']:>5} {r['num_stages']:>3} {occupancy:>4} {latency_line(r['latency'])}")
     print("RT>mma: round trips from the program's start to its first matrix instruction (+arg: with every scalar "
           "load of a kernel argument one too); RT/tile: per steady-state pass of the main loop; groups: distinct "
@@ -873,10 +907,77 @@ def print_latency_rows(variants):
           "the largest; tile KB: global-load bytes the CU's waves issue per pass; bar: barriers per pass")
 
 
+# What the full report reads of a submission file: a file without these (a competitor's own) gets
+# the launched-builds report instead.
+REPORT_NEEDS = ("variants_for", "make_launch", "ranked_candidates", "candidate_groups", "q8_launches",
+                "_scaled_split_kernel", "_bf16_split_kernel", "MERGE_FUSED", "FAMILY_NAMES")
+
+
+def shaped_like_ours(module):
+    """Whether the full report can read `module` (this repository's submission.py, or a fork of it)."""
+    return all(hasattr(module, name) for name in REPORT_NEEDS)
+
+
+def launched_report(module, cases):
+    """Rows "launched": each distinct gfx950 build the file's custom_kernel launches on `cases`
+    ([(batch, kv_len, seed)], CPU inputs; its Triton and Gluon launches run on the gfx950 emulator,
+    tools/gfx950), with its registers, spills, LDS, occupancy, matrix instructions and instruction
+    forms, the wave instructions it ran, and each case's check (the runner's rule)."""
+    import reference
+    import torch
+    from gfx950 import dispatch
+    dispatch.install(None)
+    rows, seen = [], {}
+    for batch, kv_len, seed in cases:
+        data = reference.generate_input(batch, 1, kv_len, seed, device=torch.device("cpu"))
+        dispatch.take_record()
+        try:
+            good, message = reference.check_implementation(data, module.custom_kernel(data))
+            verdict = "pass" if good else f"fail: {message.splitlines()[0]}"
+        except Exception as exc:  # noqa: BLE001 - the case's row says it
+            verdict = f"fail: {' '.join(f'{type(exc).__name__}: {exc}'.split())}"
+        record = dispatch.take_record()
+        for built, (_, instructions) in zip(record["builds"], record["launches"]):
+            key = (built.name, built.asm)
+            if key not in seen:
+                seen[key] = {"row": "launched", "target": "gfx950", "triton": built.triton, "kernel": built.name,
+                             "num_warps": built.num_warps, "cases": [], "wave_instructions": 0,
+                             **_amdgcn_report(built.asm, built.shared, {}, built.num_warps)}
+                rows.append(seen[key])
+            seen[key]["wave_instructions"] += instructions
+            seen[key]["cases"].append(f"{batch}x{kv_len}")
+        rows.append({"row": "case", "target": "gfx950", "batch": batch, "kv_len": kv_len, "verdict": verdict,
+                     "failures": record["failures"]})
+    return rows
+
+
+def print_launched_rows(rows, name):
+    launched = [r for r in rows if r["row"] == "launched"]
+    print(f"the gfx950 builds {name}'s custom_kernel launched and ran to the end on the gfx950 emulator (Triton "
+          f"{launched[0]['triton'] if launched else '-'})")
+    print(f"{'kernel':<32} {'warps':>5} {'regs':>14} {'spills':>6} {'LDS':>7} {'occ':>4} {'mma':>4} {'forms':>5} "
+          f"{'wave instr':>11}  cases")
+    for r in launched:
+        regs = f"v{r['vgpr']}+a{r['agpr']}={r['regs_total']}"
+        print(f"{r['kernel']:<32} {r['num_warps']:>5} {regs:>14} {r['spills']:>6} {r['shared_bytes']:>7} "
+              f"{r['waves_per_simd']:>4} {r['matrix_ops']:>4} {len(r['forms']):>5} {r['wave_instructions']:>11,}  "
+              f"{','.join(dict.fromkeys(r['cases']))}")
+    for r in (r for r in rows if r["row"] == "case"):
+        print(f"case {r['batch']}x{r['kv_len']}: {r['verdict']}")
+    print("occ: waves per SIMD (registers and LDS); mma: matrix instructions; forms: distinct instruction forms "
+          "(tools/gfx950/coverage.py lists which the emulator's corpus validates)")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog="The columns, the counts and the bound: tools/compile_report.py's "
                                             "docstring; docs/performance.md reads them.")
+    parser.add_argument("file", nargs="?", metavar="FILE",
+                        help="the submission file to report on (default: this repository's submission.py); one "
+                             "shaped like it (a fork) gets the full report, any other the gfx950 builds its "
+                             "custom_kernel launches on --cases, run on the gfx950 emulator")
+    parser.add_argument("--cases", metavar="BATCHxKV_LEN,...", default="2x300",
+                        help="the cases a file not shaped like ours runs (default 2x300: the emulator is slow)")
     parser.add_argument("--target", choices=[*TARGETS, "all"], default="all",
                         help="gfx950 (the MI355X), sm90 (the H200) or all (default)")
     parser.add_argument("--json", metavar="PATH", help="also write every row as JSON here")
@@ -885,6 +986,15 @@ def main():
                              "'candidate', for tools/latency_model.py)")
     add_triton_option(parser)
     args = parser.parse_args()
+    if not shaped_like_ours(sub):
+        if args.target == "sm90" or args.candidates:
+            parser.error(f"{args.file} is not shaped like this repository's submission.py: only its gfx950 builds "
+                         "are reported (--target gfx950 or all, no --candidates)")
+        rows = launched_report(sub, parse_cases(args.cases))
+        print_launched_rows(rows, Path(args.file).name)
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+        return 1 if any(r["row"] == "case" and r["verdict"] != "pass" for r in rows) else 0
     targets = list(TARGETS) if args.target == "all" else [args.target]
     rows = candidate_report(targets) if args.candidates else report(targets)
     print_rows(rows)

@@ -76,6 +76,23 @@ def _extent(tensor):
     return 0, tensor.untyped_storage().nbytes()
 
 
+def _offset_bytes(tensor):
+    """Where the tensor's first element lies in its storage: data_ptr() - the storage's
+    address (a view's storage offset, e.g. `q[..., 512:]` starts 1,024 bytes into q's)."""
+    return tensor.storage_offset() * tensor.element_size()
+
+
+def _add_tensor(memory, tensor, name, storages):
+    """The device address of `tensor` (its storage's region + its offset in it, as data_ptr()
+    has it) with its storage's extent named `name`; `storages` maps storages to regions."""
+    key = tensor.untyped_storage().data_ptr()
+    if key not in storages:
+        storages[key] = memory.add_region(_storage_view(tensor))
+    first, end = _extent(tensor)
+    memory.add_extent(storages[key], first, end, name)
+    return storages[key] + _offset_bytes(tensor)
+
+
 def _is_tensor(value):
     return hasattr(value, "data_ptr") and hasattr(value, "untyped_storage")
 
@@ -123,13 +140,7 @@ class _Arguments:
                 continue
             if value.device.type != "cpu":
                 raise ValueError(f"argument {name!r}: the emulator takes CPU tensors (got {value.device})")
-            key = value.untyped_storage().data_ptr()
-            if key not in storages:
-                storages[key] = memory.add_region(_storage_view(value))
-            base = storages[key]
-            first, end = _extent(value)
-            memory.add_extent(base, first, end, name)
-            self.address[name] = base + first
+            self.address[name] = _add_tensor(memory, value, name, storages)
 
     def described(self):
         """(positional descriptions of the runtime parameters, constexprs by name)."""
@@ -209,7 +220,8 @@ def emulate(kernel, grid, *args, num_warps=4, num_stages=None, order=None, budge
     """Run `kernel` on the gfx950 emulator over `grid` (an int or a tuple of up to 3), like
     `kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **kwargs)`. order: the
     workgroups' linear ids in the order they run (default ascending); budget: wave
-    instructions before a wave counts as hung; options: other Triton compile options;
+    instructions a workgroup may execute before it counts as hung (GFX950_BUDGET, default
+    1M: a hang ends within a minute); options: other Triton compile options;
     triton: the Triton that builds it: None the runner's (3.6.0), "installed"
     (INSTALLED_TRITON) the one this Python imports by itself (3.9.0 here), or a directory
     holding one (`pip install --no-deps --target DIR triton==VERSION`);
@@ -277,14 +289,11 @@ def run_asm(text, args=(), grid=(1,), num_warps=1, lds_bytes=0, order=None, budg
     program = parse(text)
     program.descriptor.setdefault("user_sgpr_kernarg_segment_ptr", 1)
     memory = Memory()
-    segment = bytearray()
+    segment, storages = bytearray(), {}
     for value in args:
         if _is_tensor(value):
             segment += b"\0" * (-len(segment) % 8)
-            key_base = memory.add_region(_storage_view(value))
-            first, end = _extent(value)
-            memory.add_extent(key_base, first, end, f"argument {len(segment)}")
-            segment += (key_base + first).to_bytes(8, "little")
+            segment += _add_tensor(memory, value, f"argument {len(segment)}", storages).to_bytes(8, "little")
         else:
             segment += b"\0" * (-len(segment) % 4)
             segment += (int(value) & 0xFFFFFFFF).to_bytes(4, "little")

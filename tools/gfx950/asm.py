@@ -57,6 +57,7 @@ class Program:
     descriptor: dict           # .amdhsa_* directives (without the prefix) -> int
     metadata: dict = field(default_factory=dict)   # the .amdgpu_metadata kernel entry, flattened
     kernargs: list = field(default_factory=list)   # [{"offset", "size", "value_kind"}] in order
+    sources: list = field(default_factory=list)    # per instruction: (source file, line) of its .loc, or None
 
     @property
     def entry(self):
@@ -234,6 +235,7 @@ def _metadata(lines):
 def parse(asm):
     """The amdgcn text of one kernel -> Program."""
     instructions, labels, descriptor = [], {}, {}
+    files, location, sources = {}, None, []
     lines = asm.splitlines()
     name = None
     meta_lines, in_meta = [], False
@@ -264,10 +266,27 @@ def parse(asm):
                 name = label
             continue
         if text.startswith("."):
+            location = _debug_line(text, files, location)
             continue
         instructions.append(parse_instruction(text, number))
+        sources.append(location)
     metadata, kernargs = _metadata(meta_lines)
-    return Program(metadata.get("name", name or "kernel"), instructions, labels, descriptor, metadata, kernargs)
+    return Program(metadata.get("name", name or "kernel"), instructions, labels, descriptor, metadata, kernargs,
+                   sources)
+
+
+def _debug_line(text, files, location):
+    """The source location after a directive: `.file N "dir" "name"` names file N, `.loc N LINE COL`
+    sets the location of the instructions that follow ((path, line); line 0: none)."""
+    m = re.match(r'^\.file\s+(\d+)\s+"([^"]*)"(?:\s+"([^"]*)")?', text)
+    if m:
+        files[int(m[1])] = f"{m[2]}/{m[3]}" if m[3] is not None else m[2]
+        return location
+    m = re.match(r"^\.loc\s+(\d+)\s+(\d+)", text)
+    if m:
+        line = int(m[2])
+        return (files.get(int(m[1]), "?"), line) if line else None
+    return location
 
 
 # ---------------------------------------------------------------------------------------

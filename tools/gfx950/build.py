@@ -76,6 +76,27 @@ def describe_argument(value, address=None):
     raise TypeError(f"argument of type {type(value).__name__} is not supported (tensor, int, float, bool, None)")
 
 
+def _specialized(description, fixed=False):
+    """What Triton's binder (3.6 to 3.9: jit.py's specialize_impl and the HIP backend's) takes from an
+    argument, for the build's cache key: a tensor's dtype, whether its address is 16-byte aligned and
+    whether its allocation is under 2 GB; an integer's type (i32, i64, u64), whether it is 1 and whether
+    it is a multiple of 16 (neither where the kernel says do_not_specialize: `fixed`); a float's nothing
+    but its kind. Not the values themselves: every view and stride would otherwise build anew."""
+    kind = description["kind"]
+    if kind == "tensor":
+        return {"kind": kind, "dtype": description["dtype"], "aligned_16": description["address"] % 16 == 0,
+                "under_2gb": description["nbytes"] <= 2 ** 31 - 1}
+    if kind == "int":
+        value = description["value"]
+        width = "i32" if -2 ** 31 <= value < 2 ** 31 else "u64" if value >= 2 ** 63 else "i64"
+        if fixed:
+            return {"kind": kind, "type": width}
+        return {"kind": kind, "type": width, "one": value == 1, "multiple_16": value % 16 == 0}
+    if kind == "float":
+        return {"kind": kind}
+    return description
+
+
 def build(kernel, arguments, constexprs=None, num_warps=4, num_stages=None, triton=None, options=None):
     """arguments: the described runtime arguments in order (describe_argument); constexprs:
     {name: value} of the kernel's constexpr parameters passed by keyword; triton: the Triton
@@ -92,7 +113,12 @@ def build(kernel, arguments, constexprs=None, num_warps=4, num_stages=None, trit
     # the key: what the build depends on, wherever the file lies (a copy of the repository
     # shares the cache): the module's text, and where the kernel object has one, Triton's own
     # cache key of the function and the JIT functions it calls (other files included)
-    depends = {k: v for k, v in request.items() if k != "file"}
+    depends = {k: v for k, v in request.items() if k not in ("file", "arguments")}
+    runtime = [p for p in getattr(kernel, "params", []) if not getattr(p, "is_constexpr", False)]
+    fixed = [bool(getattr(p, "do_not_specialize", False)) for p in runtime]
+    if len(fixed) != len(arguments):
+        fixed = [False] * len(arguments)
+    depends["arguments"] = [_specialized(d, f) for d, f in zip(arguments, fixed)]
     depends.update(source=path.read_text(), triton=f"triton-{triton_version_of(choice)}",
                    fp_fusion=os.environ.get("TRITON_DEFAULT_FP_FUSION"))
     try:

@@ -1,7 +1,8 @@
 """Which instruction forms of submission.py's gfx950 builds the corpus validates.
 
-    python tools/gfx950/coverage.py           # run the corpus on the emulator; write the table
-    python tools/gfx950/coverage.py --check   # exit 1 if the committed table is not what it makes
+    python tools/gfx950/coverage.py           # run the corpus on the emulator; say whether the table is current
+    python tools/gfx950/coverage.py --check   # the same, exit 1 if the committed table is not what it makes
+    python tools/gfx950/coverage.py --write   # write the table and its JSON (the only way it writes)
 
 A form (gfx950.asm.form_of: the mnemonic with its source and semantic modifiers) is
 validated when a corpus kernel executes it on the emulator and the kernel's answer matches
@@ -135,6 +136,9 @@ def problems(table, uncovered, corpus_results):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed table differs")
+    parser.add_argument("--write", action="store_true",
+                        help="write docs/gfx950_coverage.md and results/gfx950_coverage.json (nothing else writes "
+                             "them)")
     args = parser.parse_args()
     corpus_results = run_corpus()
     table, uncovered = coverage(corpus_results)
@@ -142,18 +146,20 @@ def main():
     issues = problems(table, uncovered, corpus_results)
     for issue in issues:
         print(issue, file=sys.stderr)
-    if args.check:
+    if not args.write:
         same = TABLE.exists() and TABLE.read_text() == text
-        print("the coverage table is current" if same else f"{TABLE} differs from what the corpus makes")
-        sys.exit(0 if same and not issues else 1)
+        print(f"{len(table)} forms, {len(uncovered)} unvalidated; " + (
+            "the coverage table is current" if same else
+            f"{TABLE.name} differs from what the corpus makes (--write writes it)"))
+        sys.exit(0 if (same or not args.check) and not issues else 1)
     TABLE.write_text(text)
     RESULT.write_text(json.dumps({
-        "date": datetime.date.today().isoformat(), "command": "python tools/gfx950/coverage.py",
+        "date": datetime.date.today().isoformat(), "command": "python tools/gfx950/coverage.py --write",
         "triton": "3.6.0", "cases": {name: {"forms": sorted(forms), "error": error}
                                       for name, (forms, error) in corpus_results.items()},
         "table": table, "unvalidated": {form: UNVALIDATED.get(form) for form in uncovered}}, indent=1) + "\n")
-    print(f"{len(table)} forms, {len(uncovered)} unvalidated; wrote {TABLE.relative_to(ROOT)}, "
-          f"{RESULT.relative_to(ROOT)}")
+    print(f"{len(table)} forms, {len(uncovered)} unvalidated; wrote {TABLE.name}, "
+          f"{RESULT.name}")
     sys.exit(1 if issues else 0)
 
 

@@ -17,7 +17,8 @@ failed).
 A failure to build is a Triton compile error to the submission (it falls back to its next
 variant, as on the runner); an emulation error (a fault, an unknown instruction, a hang,
 a detector's finding) is not: it stops the call with the emulator's message, as a fault
-stops the runner.
+stops the runner. Every launch and every such failure is recorded (take_record), so the
+caller can name the kernels a call ran, and fail a call whose code caught the error.
 """
 import functools
 import os
@@ -26,6 +27,42 @@ ARCH = "gfx950"
 NUM_CUS = 256
 ENV = "MLA_EMULATE"
 _INSTALLED = {}
+_RECORD = {"launches": [], "builds": [], "failures": []}
+
+
+def take_record():
+    """What the launches since the last call did, and clears it: {"launches": [(kernel name,
+    wave instructions)], "builds": [their gfx950.Built], "failures": [one-line message]}: each
+    emulation error (and a missing runner's Triton), even one the calling code caught."""
+    record = {key: list(values) for key, values in _RECORD.items()}
+    for values in _RECORD.values():
+        values.clear()
+    return record
+
+
+def summary(launches):
+    """'_k 2 launches 3,120 wave instructions; _m 1 launch 80 wave instructions' (first-launch
+    order), or 'no kernel'."""
+    totals = {}
+    for name, instructions in launches:
+        count, total = totals.get(name, (0, 0))
+        totals[name] = (count + 1, total + instructions)
+    return "; ".join(f"{name} {count} launch{'es' if count > 1 else ''} {total:,} wave instructions"
+                     for name, (count, total) in totals.items()) or "no kernel"
+
+
+def _emulate_recorded(kernel, grid, args, kwargs):
+    """gfx950.emulate, its launch or its failure recorded."""
+    import gfx950
+    from common import RunnerTritonMissing
+    try:
+        launch = gfx950.emulate(kernel, grid, *args, **_INSTALLED["options"], **kwargs)
+    except (gfx950.EmulationError, RunnerTritonMissing) as exc:
+        _RECORD["failures"].append(str(exc))
+        raise
+    _RECORD["launches"].append((launch.kernel.name, launch.instructions))
+    _RECORD["builds"].append(launch.built)
+    return launch
 
 
 def requested():
@@ -62,8 +99,6 @@ def _launch_classes():
 def install(submission=None, **emulate_options):
     """Route CPU launches to the emulator; make `submission` (a module) dispatch as on the
     MI355X. emulate_options go to every gfx950.emulate call (order, budget, ...)."""
-    import gfx950
-
     for cls in _launch_classes():
         if cls in _INSTALLED:
             continue
@@ -74,7 +109,7 @@ def install(submission=None, **emulate_options):
                 return _original(self, *args, grid=grid, warmup=warmup, **kwargs)
             if callable(grid):
                 grid = grid(_bound_arguments(self, args, kwargs))
-            return gfx950.emulate(self, grid, *args, **_INSTALLED["options"], **kwargs)
+            return _emulate_recorded(self, grid, args, kwargs)
         cls.run = run
     _INSTALLED["options"] = dict(emulate_options)
     if submission is not None:

@@ -5,6 +5,8 @@ operations of each wave.
     kernel = Kernel(program, lds_bytes, num_warps)
     Dispatch(kernel, memory, kernarg_base, kernarg_bytes, grid).run(order=None)
 """
+import os
+
 import numpy as np
 
 from . import ops_matrix, ops_memory, ops_scalar, ops_vector  # noqa: F401 - they register semantics
@@ -13,7 +15,13 @@ from .registry import SEMANTICS, CompileContext, Stop, Unsupported
 from .roles import vector_roles
 from .wave import LANE_IDS, LANES, EmulationError, Wave
 
-DEFAULT_BUDGET = 2_000_000   # wave instructions before a wave counts as hung
+# Wave instructions a workgroup may execute before it counts as hung: sized so that a hang
+# ends within a minute (a spin on an atomic flag, 4 waves meeting at a barrier each round,
+# runs about 16 us a wave instruction on a loaded CPU core: 1M take 16 s), and 2.4 times the
+# most any of submission.py's workgroups executes on the matrix's longest sequence (416k:
+# 1,000 tokens in 16-token tiles, 4 waves). GFX950_BUDGET=N (or emulate's budget=) raises it.
+BUDGET_ENV = "GFX950_BUDGET"
+DEFAULT_BUDGET = int(os.environ.get(BUDGET_ENV) or 1_000_000)
 LDS_DMA_DROP_FROM = 160 * 1024   # a CU's LDS on gfx950: a load to LDS at or past it is dropped
 
 # The initial kernel execution state (LLVM's AMDGPUUsage, "Initial Kernel Execution State"):
@@ -458,7 +466,9 @@ class Dispatch:
     def _run_wave(self, w):
         code = self.kernel.code
         counts = self.kernel.counts
-        budget = self.budget
+        # the workgroup's budget: what its other waves have not used (waves spinning together
+        # at barriers share it, so a hang ends as soon for 8 waves as for 1)
+        budget = self.budget - sum(other.executed for other in w.workgroup.waves if other is not w)
         reads, writes = (self.kernel.reads, self.kernel.writes) if self.detectors else (None, None)
         defined = w.defined
         try:
@@ -482,14 +492,31 @@ class Dispatch:
                         self.instructions += w.executed
                     return status
                 if w.executed > budget:
-                    raise EmulationError(self._where(w, pc, f"wave ran past its budget of {budget} instructions "
-                                                            "(a hang?)"))
+                    raise EmulationError(self._where(w, pc, f"a hang: the workgroup ran past its budget of "
+                                                            f"{self.budget} wave instructions ({BUDGET_ENV}=N "
+                                                            "raises it for a kernel that runs longer)"))
         except EmulationError:
             raise
         except (MemoryFault, Unsupported, DetectorFinding, ValueError, IndexError, KeyError, TypeError) as exc:
             raise EmulationError(self._where(w, w.pc - 1, f"{type(exc).__name__}: {exc}")) from exc
 
     def _where(self, w, pc, message):
-        ins = self.kernel.program.instructions[pc] if pc < len(self.kernel.program.instructions) else None
+        program = self.kernel.program
+        ins = program.instructions[pc] if pc < len(program.instructions) else None
         at = f"line {ins.line}: {ins.text}" if ins else f"instruction {pc} (past the end)"
-        return (f"{self.kernel.name}: workgroup {w.workgroup.group_id}, wave {w.wave_id}, {at}: {message}")
+        source = program.sources[pc] if ins and pc < len(program.sources) else None
+        if source is not None:
+            at += f" [{source_line(*source)}]"
+        message = f"{self.kernel.name}: workgroup {w.workgroup.group_id}, wave {w.wave_id}, {at}: {message}"
+        return message.replace("\n", " ")
+
+
+def source_line(path, line):
+    """`file.py:LINE: the line's text` (the text where the file is readable here)."""
+    name = path.rsplit("/", 1)[-1]
+    try:
+        with open(path) as source:
+            text = next((t for i, t in enumerate(source, 1) if i == line), "").strip()
+    except OSError:
+        text = ""
+    return f"{name}:{line}: {text}" if text else f"{name}:{line}"

@@ -1,15 +1,17 @@
 """Every gfx950 variant the MI355X can pick, on every case, on the emulator (the full matrix;
 CI runs one case per family and merge: tests/test_gfx950_submission.py).
 
-    python tools/gfx950/matrix.py                 # all of it (about an hour on one core)
-    python tools/gfx950/matrix.py --only gluon    # the variants whose description has "gluon"
+    python tools/gfx950/matrix.py --write         # all of it (about an hour on one core), written
+    python tools/gfx950/matrix.py --only gluon    # the variants whose description has "gluon", reported
+    python tools/gfx950/matrix.py --json PATH     # the rows to PATH (any file; --write: the tracked ones)
 
 Cases: one batch of uneven sequences (1, 7, 16, 129, 300 and 1000 tokens); the runner's
 padded scale layout with 0xFF padding, and the trimmed one (the Gluon kernel reads whole
 words of a scale row, so submission routes trimmed rows past it: not run there); each
 merging variant at 2, 4 and 8 splits and FUSED's programs in ascending, reverse and
-shuffled order. Every run has the detectors on. Writes results/gfx950_matrix.json with the
-fingerprint of the kernels it ran (kernels_fingerprint), and submission.py's EMULATOR_PROVEN:
+shuffled order. Every run has the detectors on. With --write (only then) it writes
+results/gfx950_matrix.json with the fingerprint of the kernels it ran (kernels_fingerprint), and
+submission.py's EMULATOR_PROVEN:
 the variants every run of which was right (predicted_choice takes the latency model's fastest
 of them). --only reruns some variants and keeps the others' rows, as long as no kernel changed
 since they ran.
@@ -111,6 +113,10 @@ def run(sub, variants, only=None):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", help="run the variants whose description contains this text; keep the others' rows")
+    parser.add_argument("--write", action="store_true",
+                        help="write results/gfx950_matrix.json and submission.py's EMULATOR_PROVEN (nothing else "
+                             "writes them)")
+    parser.add_argument("--json", metavar="PATH", help="write the rows to PATH")
     args = parser.parse_args()
     sub = mla.mi355x_submission()
     fingerprint = kernels_fingerprint(sub)
@@ -119,18 +125,25 @@ def main():
     if args.only:
         before = json.loads(RESULT.read_text())
         if before.get("kernels_sha256") != fingerprint:
-            sys.exit(f"{RESULT.relative_to(mla.ROOT)} ran other kernels than submission.py's now: "
+            sys.exit(f"{RESULT.name} ran other kernels than submission.py's now: "
                      "run the whole matrix (no --only)")
         kept = [row for row in before["runs"] if args.only not in row["variant"]]
     rows = kept + run(sub, variants, args.only)
     failed = [r for r in rows if r["verdict"] != "right"]
-    RESULT.write_text(json.dumps({"date": datetime.date.today().isoformat(), "device": "gfx950 emulator (CPU)",
-                                  "triton": "3.6.0", "command": " ".join(["python", *sys.argv]),
-                                  "kernels_sha256": fingerprint, "lengths": LENGTHS, "runs": rows}, indent=1) + "\n")
+    document = json.dumps({"date": datetime.date.today().isoformat(), "device": "gfx950 emulator (CPU)",
+                           "triton": "3.6.0", "command": " ".join(["python", *sys.argv]),
+                           "kernels_sha256": fingerprint, "lengths": LENGTHS, "runs": rows}, indent=1) + "\n"
     names = proven(rows, variants)
-    write_proven(names)
-    print(f"{len(rows) - len(failed)} of {len(rows)} runs right; wrote {RESULT.relative_to(mla.ROOT)}; "
-          f"{len(names)} of {len(variants)} variants proven in submission.py's EMULATOR_PROVEN")
+    wrote = []
+    if args.json:
+        Path(args.json).write_text(document)
+        wrote.append(args.json)
+    if args.write:
+        RESULT.write_text(document)
+        write_proven(names)
+        wrote += [RESULT.name, "submission.py's EMULATOR_PROVEN"]
+    print(f"{len(rows) - len(failed)} of {len(rows)} runs right; {len(names)} of {len(variants)} variants proven; "
+          + (f"wrote {', '.join(wrote)}" if wrote else "wrote nothing (--write: the results and EMULATOR_PROVEN)"))
     sys.exit(1 if failed else 0)
 
 

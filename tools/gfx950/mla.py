@@ -50,6 +50,20 @@ def mi355x_variants(sub, fallbacks=True):
     return {variant: sorted(splits) for variant, splits in sorted(found.items(), key=lambda item: item[0].describe())}
 
 
+def tuning_forms(sub, batch, kv_len):
+    """[(variant, split count)] of every form first-call tuning would time for (batch, kv_len) on the
+    MI355X: the first form of each Triton choice it ranks (its prediction first), for any shape, not only
+    the dispatched one (eval.py test --all-forms). `sub`: mi355x_submission(). The one place the
+    emulator's tools name submission.py's tuning internals."""
+    device = torch.device("cpu")
+    forms = {}
+    for choice in sub.ranked_candidates(batch, kv_len, device):
+        if choice[0] == "triton":
+            launch = sub.make_launch(*choice[1:])
+            forms.setdefault((sub.launch_variants(launch, device)[0], launch.num_splits), None)
+    return list(forms)
+
+
 def reference_input(lengths, seed, scale_layout="padded", scale_padding=0xFF):
     """The leaderboard's input for sequences of `lengths` tokens (reference.generate_input)."""
     import reference

@@ -42,9 +42,11 @@ _WAVE_KEYS = itertools.count(1)
 
 class EmulationError(Exception):
     """Execution stopped: an instruction or form the emulator does not know, an access
-    outside every tensor, a hang, a detector's finding. The message names the kernel, the
-    instruction and its line. (Not a RuntimeError: code that treats a failed launch as a
-    reason to fall back, as submission.py does, must not take it for one.)"""
+    outside every tensor, a hang, a detector's finding. The message is one line naming the
+    kernel, the workgroup and wave, the amdgcn instruction and its line, the Python source
+    line the build's `.loc` gives it, and the fault. (Not a RuntimeError: code that treats a
+    failed launch as a reason to fall back, as submission.py does, must not take it for
+    one.)"""
 
 
 def mask_to_bool(lo, hi):
