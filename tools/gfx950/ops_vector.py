@@ -1027,8 +1027,9 @@ def compile_packed_16(ins, ctx):
            "v_mad_mixhi_f16")
 def compile_fma_mix(ins, ctx):
     """in[i] = S[i] as f32 where op_sel_hi[i] is 0, else the f16 in its half op_sel[i] (CDNA4 ISA, V_MAD_MIX*);
-    neg_lo (an operand's neg mark) negates and neg_hi (its |abs| mark) takes the absolute value of in[i]; the f32 fma of in[0] x in[1] + in[2] is the result
-    (mix_f32), or converted to f16 into the low (mixlo) or high (mixhi) half, the other half kept."""
+    neg_lo (an operand's neg mark) negates and neg_hi (its |abs| mark) takes the absolute value of in[i]; the f32
+    fma of in[0] x in[1] + in[2] is the result (mix_f32), or converted to f16 into the low (mixlo) or high (mixhi)
+    half, the other half kept."""
     refuse_modifiers(ins, ("op_sel", "op_sel_hi", "neg_lo", "neg_hi", "clamp"))
     if "clamp" in ins.modifiers:
         raise Unsupported(f"{ins.text}: clamp")

@@ -103,41 +103,10 @@ def run_half(launch, rng):
 
 
 # --- fp8 ----------------------------------------------------------------------------------------------------
-E5M2_MAX = 57344.0
-
-
-def e5m2_values(codes):
-    """e5m2 bytes -> float64 (IEEE-like: exponent 31 is inf / NaN)."""
-    codes = np.asarray(codes).astype(np.int64)
-    sign = np.where(codes & 0x80, -1.0, 1.0)
-    exponent, mantissa = (codes >> 2) & 0x1F, codes & 0x3
-    magnitude = np.where(exponent == 0, np.ldexp(mantissa / 4.0, -14), np.ldexp(1.0 + mantissa / 4.0, exponent - 15))
-    magnitude = np.where(exponent == 31, np.where(mantissa == 0, np.inf, np.nan), magnitude)
-    return sign * magnitude
-
-
-def _nearest_even(values, codes, code_values):
-    magnitude = np.abs(values)
-    above = np.clip(np.searchsorted(code_values, magnitude), 1, len(code_values) - 1)
-    below = above - 1
-    low_gap, high_gap = magnitude - code_values[below], code_values[above] - magnitude
-    pick_high = (high_gap < low_gap) | ((high_gap == low_gap) & (codes[above] % 2 == 0))
-    return np.where(pick_high, codes[above], codes[below])
-
-
-def e5m2_codes(values):
-    """float values within +-57344 -> e5m2 bytes, round to nearest even; NaN -> a NaN code."""
-    values = np.asarray(values, dtype=np.float64)
-    codes = np.arange(0x7C)   # every finite non-negative e5m2 value, ascending
-    magnitude = _nearest_even(np.nan_to_num(values), codes, e5m2_values(codes))
-    sign = np.where(np.signbit(values), 0x80, 0)
-    return np.where(np.isnan(values), 0x7E | sign, magnitude | sign).astype(np.uint8)
-
-
 def fp8_inputs(rng, n, top):
     """n float64 values within +-top: every e4m3 / e5m2 value and midpoint below top among them, random ones."""
     e4 = ref.e4m3_values(np.arange(0x7F))
-    e5 = e5m2_values(np.arange(0x7C))
+    e5 = ref.e5m2_values(np.arange(0x7C))
     grid = np.unique(np.concatenate([e4, e5, (e4[:-1] + e4[1:]) / 2, (e5[:-1] + e5[1:]) / 2]))
     grid = grid[grid <= top]
     values = np.concatenate([grid, -grid, rng.standard_normal(n) * 20])[:n]
@@ -183,11 +152,11 @@ def _fp8_case(launch, rng, special):
     for row, name in enumerate(ck.FP8_DOWN):
         fmt, source = name.split("_from_")
         encode, is_nan = (ref.e4m3_codes, lambda c: (c & 0x7F) == 0x7F) if fmt == "e4m3" else (
-            e5m2_codes, lambda c: (c & 0x7F) > 0x7C)
+            ref.e5m2_codes, lambda c: (c & 0x7F) > 0x7C)
         got, nan = down.numpy()[row], np.isnan(sources[source])
         ref.check_equal("fp8", f"{name} (at NaN inputs: 1 for a NaN code)", np.where(nan, is_nan(got), got),
                         np.where(nan, 1, encode(sources[source])))
-    for row, (codes_in, decode) in enumerate(((e4, ref.e4m3_values), (e5, e5m2_values))):
+    for row, (codes_in, decode) in enumerate(((e4, ref.e4m3_values), (e5, ref.e5m2_values))):
         expected = decode(codes_in)
         what = ("e4m3", "e5m2")[row]
         ref.check_equal("fp8", f"{what} -> fp32", f32.numpy()[row], expected.astype(np.float32))
@@ -207,11 +176,11 @@ def _codes_of(word, selected, bits):
 
 
 def _up_values(fmt, codes):
-    return {"fp8": ref.e4m3_values, "bf8": e5m2_values, "fp4": ref.e2m1_values}[fmt](codes)
+    return {"fp8": ref.e4m3_values, "bf8": ref.e5m2_values, "fp4": ref.e2m1_values}[fmt](codes)
 
 
 def _encode(fmt, values):
-    return {"fp8": ref.e4m3_codes, "bf8": e5m2_codes, "fp4": ref.e2m1_codes}[fmt](values).astype(np.int64)
+    return {"fp8": ref.e4m3_codes, "bf8": ref.e5m2_codes, "fp4": ref.e2m1_codes}[fmt](values).astype(np.int64)
 
 
 def _f16_pair_bits(low, high):
@@ -499,7 +468,7 @@ def dot_operand(rng, dtype, shape):
     if dtype == "e5m2":
         codes = rng.integers(0, 256, shape, dtype=np.uint8)
         codes = np.where((codes & 0x7F) >= 0x7C, codes & 0xF3, codes).astype(np.uint8)   # no inf / NaN codes
-        return tensor(codes).view(torch.float8_e5m2), e5m2_values(codes)
+        return tensor(codes).view(torch.float8_e5m2), ref.e5m2_values(codes)
     values = rng.integers(-128, 128, shape, dtype=np.int64).astype(np.int8)
     return tensor(values), values.astype(np.float64)
 
@@ -737,6 +706,26 @@ def run_bf16_atomic(launch, rng):
                     np.array([b_values[s::slots].astype(np.float64).sum() for s in range(slots)], dtype=np.float32))
 
 
+# tl.dot of each operand type at the 16 x 16 and 32 x 32 MFMA shapes: (case, type, M, N, K, what it exercises)
+TYPED_DOTS = (
+    ("dot_f16_16x16", "f16", 16, 16, 64, "tl.dot fp16, a 16 x 16 tile (v_mfma_f32_16x16x32_f16)"),
+    ("dot_f16_32x32", "f16", 32, 64, 64, "tl.dot fp16, 32 x 32 MFMAs (v_mfma_f32_32x32x16_f16)"),
+    ("dot_bf16_32x32_k32", "bf16", 32, 32, 32, "tl.dot bf16, one 32 x 32 tile, K 32"),
+    ("dot_e4m3_16x16", "e4m3", 16, 16, 128, "tl.dot fp8 e4m3, a 16 x 16 tile (the f8f6f4 16x16x128 MFMA)"),
+    ("dot_e4m3_32x32", "e4m3", 32, 32, 64, "tl.dot fp8 e4m3, 32 x 32 (the f8f6f4 32x32x64 MFMA)"),
+    ("dot_e5m2_16x16", "e5m2", 16, 16, 128, "tl.dot fp8 e5m2 (cbsz/blgp 1), 16 x 16"),
+    ("dot_e5m2_32x32", "e5m2", 32, 32, 64, "tl.dot fp8 e5m2, 32 x 32"),
+    ("dot_i8_16x16", "i8", 16, 16, 128, "tl.dot int8 -> int32 (v_mfma_i32_16x16x64_i8)"),
+    ("dot_i8_32x32", "i8", 32, 32, 64, "tl.dot int8 -> int32 (v_mfma_i32_32x32x32_i8)"),
+)
+# bf16 x fp8 converted to bf16: (case, fp8 type, M, N, K, what it exercises)
+UPCAST_DOTS = (
+    ("upcast_dot_e4m3", "e4m3", 32, 32, 64, "bf16 x fp8 e4m3 converted to bf16 after its transposing LDS read "
+     "(ds_read_b64_tr_b8 into v_cvt_scalef32_pk_bf16_fp8, both words)"),
+    ("upcast_dot_e5m2", "e5m2", 16, 64, 64, "bf16 x fp8 e5m2 converted to bf16 (v_cvt_scalef32_pk_bf16_bf8)"),
+)
+
+
 CASES = [
     Case("half", run_half, "fp16 / bf16: conversions from fp32 (RNE, RTZ: v_cvt_pk_f16_f32, v_cvt_pkrtz), 16-bit "
          "arithmetic (packed and scalar f16), bf16 ops through fp32, pairs joined and split (packs)"),
@@ -753,27 +742,8 @@ CASES = [
     Case("math", run_math, "tl.math: exp, log, sqrt, rsqrt, erf, exp2, log2 (v_log_f32), "
          "correctly rounded sqrt and division, sin, cos, floor, ceil"),
     Case("cumsum", run_cumsum, "tl.cumsum along each axis: scans across lanes (DPP, permutes) and warps (LDS)"),
-    Case("dot_f16_16x16", _typed_dot_case("dot_f16_16x16", "f16", 16, 16, 64), "tl.dot fp16, a 16 x 16 tile "
-         "(v_mfma_f32_16x16x32_f16)"),
-    Case("dot_f16_32x32", _typed_dot_case("dot_f16_32x32", "f16", 32, 64, 64), "tl.dot fp16, 32 x 32 MFMAs "
-         "(v_mfma_f32_32x32x16_f16)"),
-    Case("dot_bf16_32x32_k32", _typed_dot_case("dot_bf16_32x32_k32", "bf16", 32, 32, 32), "tl.dot bf16, one 32 x 32 "
-         "tile, K 32"),
-    Case("dot_e4m3_16x16", _typed_dot_case("dot_e4m3_16x16", "e4m3", 16, 16, 128), "tl.dot fp8 e4m3, a 16 x 16 tile "
-         "(the f8f6f4 16x16x128 MFMA)"),
-    Case("dot_e4m3_32x32", _typed_dot_case("dot_e4m3_32x32", "e4m3", 32, 32, 64), "tl.dot fp8 e4m3, 32 x 32 "
-         "(the f8f6f4 32x32x64 MFMA)"),
-    Case("dot_e5m2_16x16", _typed_dot_case("dot_e5m2_16x16", "e5m2", 16, 16, 128), "tl.dot fp8 e5m2 (cbsz/blgp 1), "
-         "16 x 16"),
-    Case("dot_e5m2_32x32", _typed_dot_case("dot_e5m2_32x32", "e5m2", 32, 32, 64), "tl.dot fp8 e5m2, 32 x 32"),
-    Case("dot_i8_16x16", _typed_dot_case("dot_i8_16x16", "i8", 16, 16, 128), "tl.dot int8 -> int32 "
-         "(v_mfma_i32_16x16x64_i8)"),
-    Case("dot_i8_32x32", _typed_dot_case("dot_i8_32x32", "i8", 32, 32, 64), "tl.dot int8 -> int32 "
-         "(v_mfma_i32_32x32x32_i8)"),
-    Case("upcast_dot_e4m3", _upcast_dot_case("upcast_dot_e4m3", "e4m3", 32, 32, 64), "bf16 x fp8 e4m3 converted "
-         "to bf16 after its transposing LDS read (ds_read_b64_tr_b8 into v_cvt_scalef32_pk_bf16_fp8, both words)"),
-    Case("upcast_dot_e5m2", _upcast_dot_case("upcast_dot_e5m2", "e5m2", 16, 64, 64), "bf16 x fp8 e5m2 converted "
-         "to bf16 (v_cvt_scalef32_pk_bf16_bf8)"),
+    *(Case(name, _typed_dot_case(name, dtype, m, n, k), what) for name, dtype, m, n, k, what in TYPED_DOTS),
+    *(Case(name, _upcast_dot_case(name, fp8, m, n, k), what) for name, fp8, m, n, k, what in UPCAST_DOTS),
     Case("dot_scaled_e4m3_e4m3_16", _dot_scaled_case("dot_scaled_e4m3_e4m3_16", 16, 64, 256, "e4m3", "e4m3", 4),
          "tl.dot_scaled e4m3 x e4m3, v_mfma_scale_f32_16x16x128_f8f6f4"),
     Case("dot_scaled_e4m3_e4m3_32", _dot_scaled_case("dot_scaled_e4m3_e4m3_32", 64, 64, 128, "e4m3", "e4m3", 4),

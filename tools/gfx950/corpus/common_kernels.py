@@ -27,8 +27,8 @@ NUM_F32_OPS = tl.constexpr(len(F32_OPS))
 def half_kernel(x_ptr, y_ptr, h_ptr, g_ptr, b_ptr, c_ptr, f16_ptr, bf16_ptr, f32_ptr, n, BLOCK: tl.constexpr):
     """x, y (n,) float32, h, g (n,) fp16, b, c (n,) bf16 -> f16 (NUM_F16_OPS, n) fp16 rows F16_OPS, bf16
     (NUM_BF16_OPS, n) rows BF16_OPS, f32 (NUM_F32_OPS, n) rows F32_OPS; elements [pid BLOCK, + BLOCK), masked
-    past n. The round-toward-zero rows convert y (within fp16's range), the others x. pack_low / pack_high: (x, y) converted and joined into pairs (a (BLOCK, 2) tile), its two columns
-    stored apart. bf16 add / mul / max: through fp32, as LLVM computes bf16 arithmetic on gfx950 (and as Triton's
+    past n. The round-toward-zero rows convert y (within fp16's range), the others x. pack_low / pack_high: (x, y)
+    converted and joined into pairs (a (BLOCK, 2) tile), its two columns stored apart. bf16 add / mul / max: through fp32, as LLVM computes bf16 arithmetic on gfx950 (and as Triton's
     interpreter, which stores bf16 as raw bits, cannot)."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < n
