@@ -1179,6 +1179,8 @@ def compile_cvt_scaled_up(ins, ctx):
     fp8) times the scale's power of two -> a packed pair. bf16 results round to nearest
     even from the exact value."""
     refuse_modifiers(ins, ("op_sel",))
+    if ins.operands[1].neg or ins.operands[1].abs:
+        raise Unsupported(f"{ins.text}: neg/abs of the packed source {ins.operands[1].text}")
     fmt, bits, result = CONVERT_TO_WIDE[ins.mnemonic]
     row = vgpr_row(ins.operands[0])
     get_src, get_scale = vector_getter(ins.operands[1]), vector_getter(ins.operands[2], 32, "f")
