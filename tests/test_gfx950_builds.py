@@ -73,7 +73,8 @@ def test_the_installed_triton_builds_when_asked():
     assert torch.equal(runner, x) and torch.equal(installed, x)
 
 
-def test_the_build_cache_keys_on_alignment_not_on_the_address():
+def test_the_build_cache_keys_on_alignment_not_on_the_address(monkeypatch, tmp_path):
+    monkeypatch.setattr(sys.modules["gfx950.build"], "CACHE_DIR", tmp_path)
     storage = torch.arange(256 + 8, dtype=torch.float32)
     out = torch.zeros(256)
     aligned = [gfx950.emulate(copy_kernel, (1,), storage[first:first + 256], out, BLOCK=256, num_warps=1).built
@@ -82,6 +83,7 @@ def test_the_build_cache_keys_on_alignment_not_on_the_address():
     unaligned = gfx950.emulate(copy_kernel, (1,), storage[1:257], out, BLOCK=256, num_warps=1).built
     assert torch.equal(out, storage[1:257])
     assert unaligned.asm != aligned[0].asm   # Triton built it otherwise: a cache that merged them would be wrong
+    assert len(list(tmp_path.glob("copy_kernel-*.json"))) == 2   # the two aligned views: one build
 
 
 def test_the_build_cache_tells_apart_what_the_binder_specializes():
@@ -92,3 +94,12 @@ def test_the_build_cache_tells_apart_what_the_binder_specializes():
     assert key(1) != key(2) and key(32) != key(33) and key(2 ** 31) != key(5)   # 1, a multiple of 16, i64
     assert key(17) == key(3) and key(48) == key(16)
     assert key(1, fixed=True) == key(2, fixed=True) != key(2 ** 31, fixed=True)   # do_not_specialize: the type
+
+
+def test_a_cached_build_names_this_copy_of_its_source():
+    """A build cached from a copy of the module elsewhere (the key is its text) names this file in its
+    `.file` directive, so an error's Python line reads from here; other files keep theirs."""
+    from gfx950.build import _sourced_from
+    asm = '\t.file\t1 "/gone/copy" "my_kernels.py"\n\t.file\t2 "/site/triton/language" "standard.py"\n'
+    assert _sourced_from(asm, Path("/here/my_kernels.py")) == (
+        '\t.file\t1 "/here" "my_kernels.py"\n\t.file\t2 "/site/triton/language" "standard.py"\n')

@@ -279,3 +279,25 @@ def test_an_access_outside_every_tensor_names_lane_and_address():
 def test_a_workgroup_past_its_budget_is_a_hang():
     with pytest.raises(gfx950.EmulationError, match="a hang: the workgroup ran past its budget of 1000 wave "):
         gfx950.run_asm(".Lspin:\n  s_branch .Lspin\n", budget=1000)
+
+
+def test_waves_spinning_together_share_their_workgroups_budget():
+    """4 waves meeting at a barrier every round stop when their sum passes the budget (a hang ends as soon
+    for 8 waves as for 1), not when each has run it."""
+    from gfx950.executor import Dispatch, Kernel, Workgroup
+    from gfx950.memory import Memory
+    program = asm.parse(".Lspin:\n  s_barrier\n  s_branch .Lspin\n")
+    program.descriptor["user_sgpr_kernarg_segment_ptr"] = 1
+    memory = Memory()
+    base = memory.add_region(np.zeros(64, dtype=np.uint8), "kernel arguments", writable=False)
+    dispatch = Dispatch(Kernel(program, 0, 4), memory, base, b"", (1,), budget=1000)
+    groups = []
+
+    class Recorded(Workgroup):
+        def __init__(self, *args):
+            super().__init__(*args)
+            groups.append(self)
+    dispatch.workgroup_class = Recorded
+    with pytest.raises(gfx950.EmulationError, match="a hang"):
+        dispatch.run()
+    assert 1000 < sum(w.executed for w in groups[0].waves) <= 1002

@@ -23,7 +23,8 @@ def compile_report(*argv, env_extra=None):
                           capture_output=True, text=True, timeout=900)
 
 
-@pytest.mark.parametrize("planted, verdict", [("", "pass"), ("40=read_past_end", "fail: EmulationError")])
+@pytest.mark.parametrize("planted, verdict", [("", "pass"), ("40=read_past_end", "fail: EmulationError"),
+                                              ("40=caught", "fail: EmulationError")])
 def test_compile_report_reports_on_a_competitors_file(tmp_path, planted, verdict):
     out = tmp_path / "report.json"
     result = compile_report(str(ROOT / "tests" / "competitor_submission.py"), "--cases", "1x40", "--json", str(out),
@@ -79,4 +80,5 @@ def test_the_matrix_writes_its_results_and_the_proven_forms_only_with_write(monk
     assert exits(matrix.main, ["--json", str(tmp_path / "rows.json")], monkeypatch) == 0
     assert written == [] and not (tmp_path / "matrix.json").exists() and (tmp_path / "rows.json").exists()
     assert exits(matrix.main, ["--write"], monkeypatch) == 0
-    assert written == [["a form"]] and json.loads((tmp_path / "matrix.json").read_text())["runs"][0]["verdict"] == "right"
+    assert written == [["a form"]]
+    assert json.loads((tmp_path / "matrix.json").read_text())["runs"][0]["verdict"] == "right"

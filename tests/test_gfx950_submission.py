@@ -52,7 +52,8 @@ def test_the_proven_forms_are_the_matrixs_and_it_ran_todays_kernels(sub, variant
     import json
     from gfx950 import matrix
     results = json.loads(matrix.RESULT.read_text())
-    assert results["kernels_sha256"] == matrix.kernels_fingerprint(sub), "kernels changed: run tools/gfx950/matrix.py --write"
+    assert results["kernels_sha256"] == matrix.kernels_fingerprint(sub), \
+        "kernels changed: run tools/gfx950/matrix.py --write"
     assert {row["variant"] for row in results["runs"]} >= {v.describe() for v in variants}
     assert sub.EMULATOR_PROVEN == frozenset(matrix.proven(results["runs"], variants))
     assert f"{matrix.PROVEN_BEGIN}\n" in Path(sub.__file__).read_text()
@@ -221,6 +222,26 @@ def test_eval_py_test_checks_the_mi355x_binaries(tmp_path):
     kernels = {line.split('"kernel": "')[1].split('"')[0] for line in log.read_text().splitlines()}
     # the MI355X's families (a CPU's dispatch picks the portable BF16 form)
     assert kernels & {"_scaled_split_kernel", "_gluon_split_kernel"}, kernels
+
+
+def test_all_forms_runs_every_form_tuning_would_time_for_any_shape(sub, tmp_path):
+    """`eval.py test --all-forms` under MLA_EMULATE: for a shape that is not a leaderboard case (its dispatch
+    picks SCALED), every form first-call tuning would time on the MI355X runs, the Gluon kernel among them,
+    each named on stdout with the kernels it ran and its verdict."""
+    import os
+    import re
+    import subprocess
+    cases = tmp_path / "cases.txt"
+    cases.write_text("batchsize: 1; qseqlen: 1; kvseqlen: 17; seed: 3\n")
+    env = {**os.environ, "MLA_EMULATE": "gfx950"}
+    result = subprocess.run([sys.executable, "eval.py", "test", str(cases), "--all-forms"], cwd=mla.ROOT, env=env,
+                            capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0 and "check: pass" in result.stdout, result.stdout + result.stderr[-2000:]
+    forms = mla.tuning_forms(sub, 1, 17)
+    named = re.findall(r"^test\.0\.form\.\d+: (.*), (\d+) split\(s\)$", result.stdout, re.M)
+    assert named == [(variant.describe(), str(splits)) for variant, splits in forms], result.stdout
+    assert result.stdout.count(".verdict: right") == len(forms) and any(v.gluon for v, _ in forms)
+    assert re.search(r"^test\.0\.form\.\d+\.emulated: _gluon_split_kernel 1 launch", result.stdout, re.M)
 
 
 def test_mla_emulate_takes_gfx950_only(tmp_path):

@@ -673,6 +673,10 @@ def isa_memory_facts(asm):
     return outside, first_copy is not None and first_quantize is not None and first_copy < first_quantize
 
 
+# the Gluon kernel's merges (None each in a file not shaped like ours: REPORT_NEEDS)
+GLUON_MERGES = tuple(getattr(sub, name, None) for name in ("MERGE_DIRECT", "MERGE_COMBINE", "MERGE_FUSED"))
+
+
 def compile_gluon(merge) -> dict:
     """One "gluon" row: _gluon_split_kernel for gfx950 in merge `merge`."""
     consts = {"BLOCK_N": sub.GL_BLOCK_N, "MERGE": merge}
@@ -775,8 +779,7 @@ def report(target_names) -> list:
     rows = []
     for name in target_names:
         variants = [compile_one(name, *variant) for variant in kernel_variants(name)]
-        merges = (sub.MERGE_DIRECT, sub.MERGE_COMBINE, sub.MERGE_FUSED)
-        gluon_rows = [compile_gluon(merge) for merge in merges] if name == "gfx950" else []
+        gluon_rows = [compile_gluon(merge) for merge in GLUON_MERGES] if name == "gfx950" else []
         rows += variants + case_rows(name, variants, gluon_rows)
         if gluon_rows:
             rows += gluon_rows + gluon_case_rows(gluon_rows)
@@ -922,7 +925,8 @@ def launched_report(module, cases):
     """Rows "launched": each distinct gfx950 build the file's custom_kernel launches on `cases`
     ([(batch, kv_len, seed)], CPU inputs; its Triton and Gluon launches run on the gfx950 emulator,
     tools/gfx950), with its registers, spills, LDS, occupancy, matrix instructions and instruction
-    forms, the wave instructions it ran, and each case's check (the runner's rule)."""
+    forms, the wave instructions it ran, and each case's check (the runner's rule; a launch that
+    failed on the emulator fails the case, even where the file caught the error)."""
     import reference
     import torch
     from gfx950 import dispatch
@@ -937,6 +941,8 @@ def launched_report(module, cases):
         except Exception as exc:  # noqa: BLE001 - the case's row says it
             verdict = f"fail: {' '.join(f'{type(exc).__name__}: {exc}'.split())}"
         record = dispatch.take_record()
+        if record["failures"]:   # a failed launch the file caught (and answered otherwise) fails the case too
+            verdict = f"fail: EmulationError: {record['failures'][0]}"
         for built, (_, instructions) in zip(record["builds"], record["launches"]):
             key = (built.name, built.asm)
             if key not in seen:

@@ -19,10 +19,12 @@ GFX950_BUILD_CACHE) by the module file's text (and Triton's cache key of the ker
 JIT functions it calls, where the kernel object has one), the kernel, the argument
 description and the options.
 """
+import dataclasses
 import hashlib
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -74,6 +76,14 @@ def describe_argument(value, address=None):
     if value is None:
         return {"kind": "none"}
     raise TypeError(f"argument of type {type(value).__name__} is not supported (tensor, int, float, bool, None)")
+
+
+def _sourced_from(asm, path):
+    """A cached build's amdgcn with its `.file` directive for the kernel's module naming `path`
+    (the cache key holds the module's text, not where it lies: a build made from a copy elsewhere
+    names the copy, which may be gone), so an error's source line reads from this file."""
+    pattern = re.compile(rf'^(\s*\.file\s+\d+\s+)"[^"]*"(\s+"{re.escape(path.name)}")', re.M)
+    return pattern.sub(lambda m: f'{m[1]}"{path.parent}"{m[2]}', asm)
 
 
 def _specialized(description, fixed=False):
@@ -128,8 +138,9 @@ def build(kernel, arguments, constexprs=None, num_warps=4, num_stages=None, trit
     key = hashlib.sha256(json.dumps(depends, sort_keys=True, default=str).encode()).hexdigest()[:24]
     cached = CACHE_DIR / f"{fn.__name__}-{key}.json"
     if cached.exists():
-        return Built(**{k: (tuple(tuple(p) for p in v) if k == "params" else v)
-                        for k, v in json.loads(cached.read_text()).items()})
+        built = Built(**{k: (tuple(tuple(p) for p in v) if k == "params" else v)
+                         for k, v in json.loads(cached.read_text()).items()})
+        return dataclasses.replace(built, asm=_sourced_from(built.asm, path))
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
     env["PYTHONPATH"] = os.pathsep.join([str(triton_path), str(ROOT)])
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
