@@ -1,13 +1,18 @@
 """The gfx950 emulator held to the hardware: the corpus (tools/gfx950/corpus), small kernels
-of our own that Triton 3.6.0 builds for gfx950, run on the emulator against numpy.
+of our own that Triton builds for gfx950, run on the emulator against numpy: every case built
+with the runner's Triton 3.6.0, and with this Python's own (3.9.0) a representative subset
+(NEWER_IN_CI; GFX950_CORPUS_NEWER=all runs every case, as `python tools/gfx950/coverage.py`
+does).
 
 Triton's gfx950 code generation is tested on the hardware upstream, so a corpus kernel the
 emulator runs to a wrong answer is an emulator bug. The same runs give the coverage of
 submission.py's instruction forms (tools/gfx950/coverage.py, docs/gfx950_coverage.md), and
-three behaviours every emulator of this machine must have: an unknown opcode stops the run
-naming it, a removed wait reads stale data (which the corpus check catches), and a load past
-a buffer's num_records reads zeros.
+behaviours every emulator of this machine must have: an unknown opcode stops the run naming
+it, a removed wait reads stale data (which the corpus check catches), a load past a buffer's
+num_records reads zeros, and a load to LDS masked by an out-of-range M0 (Triton 3.8+) drops
+its lanes, counted, while its global address stays bounds-checked.
 """
+import os
 import re
 import sys
 from pathlib import Path
@@ -21,32 +26,74 @@ from gfx950 import coverage  # noqa: E402
 from gfx950.corpus import CASES  # noqa: E402
 
 BY_NAME = {case.name: case for case in CASES}
+RUNNER, NEWER = coverage.RUNNER, coverage.NEWER
+RECORDED = coverage.recorded_results()   # results/gfx950_coverage.json: the last `coverage.py --write`
+RECORDED_NEWER = next(version for version in RECORDED if version != RUNNER)
+# where this Python's own Triton is the runner's (the H200 image) there is no newer Triton to build with: the table's
+# newer half is then the record's
+NEWER_HERE = NEWER != RUNNER
+# the cases CI runs with the newer Triton too: the forms 3.9 builds differently (masked async copies by M0, the
+# dispatch-pointer entry state, mixed-precision FMAs, f64 and 64-bit atomics, the scaled conversions) and one of
+# each kind of kernel; every case with GFX950_CORPUS_NEWER=all (or `python tools/gfx950/coverage.py`)
+NEWER_IN_CI = ("async_copy", "pipelined_matmul", "atomic_xchg", "half", "layer_norm", "matmul_f16", "fp8", "int64",
+               "atomics", "decode", "dot_scaled_e4m3_e2m1_32", "gluon_attention", "merge_partials", "byte_ops")
+NEWER_CASES = sorted(BY_NAME) if os.environ.get("GFX950_CORPUS_NEWER") == "all" else NEWER_IN_CI
+
+_RESULTS = {}
 
 
-@pytest.fixture(scope="module")
-def corpus_results():
-    return coverage.run_corpus()
+def corpus_result(name, version=RUNNER):
+    """(executed forms, error or None) of corpus case `name` built with Triton `version` (run once a session)."""
+    if (name, version) not in _RESULTS:
+        result = coverage.run_corpus([BY_NAME[name]], triton=coverage.BUILDERS[version])
+        _RESULTS[name, version] = result[name]
+    return _RESULTS[name, version]
+
+
+def runner_results():
+    return {name: corpus_result(name) for name, case in BY_NAME.items() if not case.runner}
 
 
 @pytest.mark.parametrize("name", sorted(BY_NAME))
-def test_corpus_kernel_matches_numpy(corpus_results, name):
-    forms, error = corpus_results[name]
+def test_corpus_kernel_matches_numpy(name):
+    if BY_NAME[name].runner:
+        pytest.skip(f"not built with Triton {RUNNER}: {BY_NAME[name].runner}")
+    forms, error = corpus_result(name)
     assert error is None, error
     assert forms, f"{name} executed no instruction"
 
 
-def test_every_submission_form_runs_in_the_corpus(corpus_results):
+@pytest.mark.skipif(not NEWER_HERE, reason=f"this Python's own Triton is the runner's {RUNNER}")
+@pytest.mark.parametrize("name", NEWER_CASES)
+def test_corpus_kernel_matches_numpy_built_with_the_newer_triton(name):
+    """The case built with this Python's own Triton runs right, executing the forms the committed record (the
+    coverage table's source) lists for it."""
+    forms, error = corpus_result(name, NEWER)
+    assert error is None, error
+    recorded = RECORDED.get(NEWER, {})
+    assert name in recorded, f"{name}: not in results/gfx950_coverage.json (python tools/gfx950/coverage.py --write)"
+    assert forms == recorded[name][0], (f"{name} built with Triton {NEWER} executes other forms than the record: "
+                                        f"new {sorted(forms - recorded[name][0])[:5]}, "
+                                        f"gone {sorted(recorded[name][0] - forms)[:5]} (coverage.py --write)")
+
+
+def test_every_submission_form_runs_in_the_corpus():
     """Every instruction form of submission.py's gfx950 builds is executed by a corpus kernel
     whose answer matched numpy, but at most MAX_UNVALIDATED forms, each with its reason."""
-    table, uncovered = coverage.coverage(corpus_results)
+    results = runner_results()
+    table, uncovered = coverage.coverage(results)
     assert table, "no submission forms: the compile reports lack their 'forms'"
-    assert coverage.problems(table, uncovered, corpus_results) == []
+    assert coverage.problems(table, uncovered, {RUNNER: results}) == []
 
 
-def test_the_coverage_table_is_current(corpus_results):
-    """docs/gfx950_coverage.md is what `python tools/gfx950/coverage.py` makes now."""
-    table, uncovered = coverage.coverage(corpus_results)
-    assert coverage.TABLE.read_text() == coverage.render(table, uncovered)
+def test_the_coverage_table_is_current():
+    """docs/gfx950_coverage.md is what `python tools/gfx950/coverage.py --write` makes now: the runner's half from
+    this session's runs, the newer Triton's from its runs here where they ran, else from the record."""
+    results = runner_results()
+    newer = dict(RECORDED[RECORDED_NEWER])
+    newer.update({name: result for (name, version), result in _RESULTS.items() if version == RECORDED_NEWER})
+    table, uncovered = coverage.coverage(results)
+    assert coverage.TABLE.read_text() == coverage.render(table, uncovered, {RUNNER: results, RECORDED_NEWER: newer})
 
 
 def test_no_build_uses_the_packed_fma_form_gfx950_mis_executes():
@@ -56,13 +103,18 @@ def test_no_build_uses_the_packed_fma_form_gfx950_mis_executes():
     assert not [f for f in forms if f.startswith("v_pk_fma_f32") and "op_sel:[0,1,0]" in f]
 
 
-# --- three behaviours, on corpus kernels ---------------------------------------------------
+# --- behaviours, on corpus kernels ---------------------------------------------------------
 
-def run_case(name, **emulate_options):
-    """Run one corpus case with options for every launch (edit_asm, detectors, ...)."""
+def run_case(name, version=RUNNER, **emulate_options):
+    """Run one corpus case with options for every launch (edit_asm, detectors, ...) -> its launches."""
+    launches = []
+
     def launch(kernel, grid, *args, **kwargs):
-        return gfx950.emulate(kernel, grid, *args, **emulate_options, **kwargs)
+        launches.append(gfx950.emulate(kernel, grid, *args, triton=coverage.BUILDERS[version], **emulate_options,
+                                       **kwargs))
+        return launches[-1]
     BY_NAME[name].run(launch, np.random.default_rng(0))
+    return launches
 
 
 def test_an_unknown_opcode_in_a_built_kernel_is_named():
@@ -97,6 +149,57 @@ def test_a_load_past_num_records_reads_zeros():
     with pytest.raises(AssertionError, match=r"masked_tail: values: 936 of 1000 elements wrong, first at index "
                                              r"\(?64,?\)?: got np.int32\(12345\)"):
         run_case("masked_tail", edit_asm=shrink_loads)
+
+
+# --- loads to LDS masked by M0 (Triton 3.8+) ----------------------------------------------------------------------
+MASKED_COPY = re.compile(r"s_cselect_b32 m0, .*0x7fffffff")
+
+
+@pytest.mark.parametrize("name, dropped", [
+    # 2 x 2 programs, 5 row-scale copies each (2 ahead, 3 steps), 3 of 4 waves masked, 64 lanes a wave
+    ("pipelined_matmul", 2 * 2 * 5 * 3 * 64),
+    # 7 narrow copies (2 ahead, 5 tiles), 2 of 4 waves masked, 64 lanes a wave
+    ("async_copy", 7 * 2 * 64)])
+@pytest.mark.skipif(not NEWER_HERE, reason=f"this Python's own Triton is the runner's {RUNNER}")
+def test_masked_loads_to_lds_drop_their_lanes_counted(name, dropped):
+    """Built with the newer Triton, the narrow copies a layout gives fewer waves than the program has are masked
+    by M0 = 0x7fffffff (s_cselect_b32 m0, ..): the hardware drops those lanes' LDS writes, and so does the
+    emulator, counting them (launch.dispatch.lds_dma_dropped); the answer is right. The runner's 3.6.0 branches
+    around them instead: nothing dropped."""
+    launches = run_case(name, NEWER)
+    assert any(MASKED_COPY.search(launch.built.asm) for launch in launches), "no copy masked by M0 in the build"
+    assert sum(launch.dispatch.lds_dma_dropped for launch in launches) == dropped
+    assert sum(launch.dispatch.lds_dma_dropped for launch in run_case(name)) == 0
+
+
+def _masked_copy_load(asm):
+    """(the build's lines, the index of the first load to LDS after a masking M0 select)."""
+    lines = asm.splitlines()
+    select = next(i for i, line in enumerate(lines) if "s_cselect_b32 m0" in line and "0x7fffffff" in line)
+    load = next(i for i in range(select + 1, len(lines)) if " lds" in lines[i] and "buffer_load" in lines[i])
+    return lines, load
+
+
+@pytest.mark.skipif(not NEWER_HERE, reason=f"this Python's own Triton is the runner's {RUNNER}")
+def test_a_dropped_lane_reading_outside_every_tensor_still_faults():
+    """The masked scale copy of pipelined_matmul with its global offset moved 2 GB - 1 MB past its tensor: the LDS
+    side is dropped, the global read outside every tensor stays a fault."""
+    def far_offset(asm):
+        lines, load = _masked_copy_load(asm)
+        voffset = re.search(r"buffer_load_dword\w* (v\d+),", lines[load])[1]
+        return "\n".join(lines[:load] + [f"\tv_mov_b32_e32 {voffset}, 0x7ff00000"] + lines[load:])
+    with pytest.raises(gfx950.EmulationError, match=r"buffer_load_dword .* lds.*MemoryFault"):
+        run_case("pipelined_matmul", NEWER, edit_asm=far_offset)
+
+
+@pytest.mark.skipif(not NEWER_HERE, reason=f"this Python's own Triton is the runner's {RUNNER}")
+def test_a_load_to_lds_inside_the_cu_but_past_the_allocation_faults():
+    """The masking M0 of pipelined_matmul's copies set to 128 KiB instead of 0x7fffffff: inside the CU's 160 KiB of
+    LDS but past the program's allocation, a fault (a wrong LDS size or layout), not a dropped lane."""
+    def inside_the_cu(asm):
+        return asm.replace("0x7fffffff", "0x20000")
+    with pytest.raises(gfx950.EmulationError, match=r"LDS write \(load to LDS\) of 4 bytes outside the \d+ bytes"):
+        run_case("pipelined_matmul", NEWER, edit_asm=inside_the_cu)
 
 
 # --- two races Triton's code can carry, on corpus kernels --------------------------------------

@@ -20,6 +20,9 @@ MODEL = ["tests/test_latency_model.py", "-k"]
 EMULATED = ["tests/test_gfx950_submission.py", "-k"]
 EMULATED_BANKS = ["tests/test_gfx950_banks.py", "-k"]
 BANKS = "tools/gfx950/banks.py"
+CORPUS = "tests/test_gfx950_corpus.py::test_corpus_kernel_matches_numpy"
+NEWER_CORPUS = "tests/test_gfx950_corpus.py::test_corpus_kernel_matches_numpy_built_with_the_newer_triton"
+VALU, MEMORY = "tools/gfx950/ops_vector.py", "tools/gfx950/ops_memory.py"
 
 MUTATIONS = [
     # --- issue 35: submission's MI355X binaries on the gfx950 emulator (tests/test_gfx950_submission.py) ---
@@ -646,6 +649,44 @@ MUTATIONS = [
     mutation("check: the first process's wall time only",
              '"ok": bool(walls) and max(walls) <= WALL_LIMIT_S', '"ok": bool(walls) and walls[0] <= WALL_LIMIT_S',
              PROBES + ["runner_log_checks"], path="tools/machine_probe_check.py"),
+    # --- issue 42: the emulator's forms beyond our own builds, held by the corpus (tests/test_gfx950_corpus.py) ---
+    mutation("emulator: a scaled fp8 -> wide conversion's op_sel picks byte 1, not word 1",
+             "    shift = U32((sel & 3) * 8) if bits == 4 else U32((sel & 1) * 16)\n",
+             "    shift = U32((sel & 3) * 8) if bits == 4 else U32((sel & 1) * 8)\n",
+             [f"{CORPUS}[scaled_convert]"], path=VALU),
+    mutation("emulator: a scaled 16-bit -> fp8 conversion ignores its destination word (op_sel:[0,0,1])",
+             "    shift = U32((sel >> 3 & 1) * 16) if bits == 8 else U32((sel >> 2 & 3) * 8)\n",
+             "    shift = U32(0) if bits == 8 else U32((sel >> 2 & 3) * 8)\n", [f"{CORPUS}[scaled_convert]"], path=VALU),
+    mutation("emulator: v_fma_mix's f16 sources take inline constants in their f32 encoding",
+             '    getters = [vector_getter(op, 16 if op_sel_hi[i] else 32, "f") for i, op in enumerate(ins.operands[1:4])]',
+             '    getters = [vector_getter(op, 32, "f") for i, op in enumerate(ins.operands[1:4])]',
+             [f"{NEWER_CORPUS}[layer_norm]"], path=VALU),
+    mutation("emulator: v_div_fmas post-scales by the ISA text's fixed 2^32",
+             "        result = np.where(w.read_mask(VCC_LO), result * np.where(up, 2.0 ** 64, 2.0 ** -64), result)",
+             "        result = np.where(w.read_mask(VCC_LO), result * 2.0 ** 32, result)", [f"{CORPUS}[math]"], path=VALU),
+    mutation("emulator: a 32-bit literal in an f64 operand taken as the low half",
+             "        constant = np.uint64((op.value & MASK32) << 32)", "        constant = np.uint64(op.value & MASK32)",
+             [f"{CORPUS}[int64]"], path=VALU),
+    mutation("emulator: v_ffbh_i32 counts leading zeros whatever the sign",
+             "    return np.where((x == 0) | (x == -1), -1, _clz(np.where(x < 0, ~x, x).astype(U32)))",
+             "    return np.where((x == 0) | (x == -1), -1, _clz(x.astype(U32)))", [f"{CORPUS}[ldexp]"], path=VALU),
+    mutation("emulator: v_cvt_pkrtz_f16_f32 rounds its low half to nearest",
+             '    "v_cvt_pkrtz_f16_f32": (("f32", "f32"), "b32", lambda a, b: nx.f32_to_f16_rtz(np.asarray(a, dtype=F32)'
+             '.view(U32))',
+             '    "v_cvt_pkrtz_f16_f32": (("f32", "f32"), "b32", lambda a, b: nx.f32_to_f16(np.asarray(a, dtype=F32)'
+             '.view(U32))', [f"{CORPUS}[half]"], path=VALU),
+    mutation("emulator: an atomic compare-and-swap compares with its source and stores its compare value",
+             '    "cmpswap": (4, 2, lambda a, d: d[0] if a == d[1] else a),',
+             '    "cmpswap": (4, 2, lambda a, d: d[1] if a == d[0] else a),', [f"{CORPUS}[atomics]"], path=MEMORY),
+    mutation("emulator: an atomic signed max compares unsigned",
+             '    "smax": (4, 1, lambda a, b: b if _signed(b, 32) >= _signed(a, 32) else a),',
+             '    "smax": (4, 1, lambda a, b: b if b >= a else a),', [f"{CORPUS}[atomics]"], path=MEMORY),
+    mutation("emulator: a load to LDS masked by an out-of-range M0 is not dropped (a false fault)",
+             "        dropped = mask & (np.broadcast_to(np.asarray(addresses, dtype=np.int64), (len(mask),)) "
+             ">= LDS_DMA_DROP_FROM)",
+             "        dropped = mask & (np.broadcast_to(np.asarray(addresses, dtype=np.int64), (len(mask),)) "
+             ">= 2 * LDS_DMA_DROP_FROM)",
+             ["tests/test_gfx950_corpus.py", "-k", "drop_their_lanes_counted"], path="tools/gfx950/executor.py"),
     # --- the runner's gates ---
     mutation("gate: a disallowed module through __import__", "from task import input_t, output_t",
              "from task import input_t, output_t\n_np = __import__(\"numpy\")", ["tests/test_submission_gates.py"]),

@@ -23,6 +23,7 @@ from .wave import LANE_IDS, LANES, EmulationError, Wave
 # 1,000 tokens in 16-token tiles, 4 waves). GFX950_BUDGET=N (or emulate's budget=) raises it.
 BUDGET_ENV = "GFX950_BUDGET"
 DEFAULT_BUDGET = int(os.environ.get(BUDGET_ENV) or 1_000_000)
+LDS_DMA_DROP_FROM = 160 * 1024   # a CU's LDS on gfx950: a load to LDS at or past it is dropped
 
 # The initial kernel execution state (LLVM's AMDGPUUsage, "Initial Kernel Execution State"):
 # the user SGPRs the code object's `.amdhsa_user_sgpr_*` flags enable, in this order, each
@@ -205,8 +206,8 @@ class Workgroup:
         written = self.memory.store(addresses, data, mask, self.xcd, bypass, key)
         self.issue(w, "vm", (lambda: self.memory.retire_store(self.xcd, written, key)) if written else _nothing)
 
-    def memory_atomic(self, w, addresses, function, data, mask, ins):
-        return self.memory.atomic(addresses, function, data, mask)
+    def memory_atomic(self, w, addresses, function, data, mask, ins, nbytes=4):
+        return self.memory.atomic(addresses, function, data, mask, nbytes)
 
     def cache_control(self, w, name, ins):
         """buffer_wbl2 sc1: this XCD's L2 writes its (retired) dirty bytes back to memory;
@@ -309,7 +310,14 @@ class Workgroup:
 
     def lds_dma(self, w, addresses, data, mask, ins):
         """A load straight to LDS, issued now: its bytes land (visible to every wave) when
-        its vmcnt wait retires it."""
+        its vmcnt wait retires it. A lane whose LDS address is at or past the CU's LDS
+        (LDS_DMA_DROP_FROM) is dropped, as the hardware drops it (Triton 3.8+ masks a copy by an
+        out-of-range M0), and counted in dispatch.lds_dma_dropped; one inside the CU's LDS but
+        past this workgroup's allocation stays a fault (more likely a size or layout bug)."""
+        dropped = mask & (np.broadcast_to(np.asarray(addresses, dtype=np.int64), (len(mask),)) >= LDS_DMA_DROP_FROM)
+        if dropped.any():
+            self.dispatch.lds_dma_dropped += int(dropped.sum())
+            mask = mask & ~dropped
         lanes, index = self._lds_bytes(addresses, data.shape[1], mask, ins, "write (load to LDS)")
         values = data[lanes]
         if self.detect:
@@ -401,6 +409,7 @@ class Dispatch:
         self.budget = budget
         self.xcds = xcds
         self.instructions = 0
+        self.lds_dma_dropped = 0   # lanes of loads to LDS dropped for an LDS address past the CU's LDS
         self.workgroup_class = Workgroup
 
     def _user_sgpr_values(self):

@@ -60,7 +60,44 @@ def f16_to_f32(bits16):
 
 
 def f32_to_f16(bits):
-    return np.asarray(f32(bits).astype(np.float16).view(np.uint16), dtype=U32)
+    """float32 patterns -> f16 patterns (uint32 holding 16 bits), round to nearest even (overflow: inf)."""
+    with np.errstate(over="ignore"):
+        return np.asarray(f32(bits).astype(np.float16).view(np.uint16), dtype=U32)
+
+
+def f32_to_f16_rtz(bits):
+    """float32 patterns -> f16 patterns rounded toward zero: a finite value past the largest f16 gives +-65504,
+    infinities and NaN (made quiet) stay."""
+    bits = np.asarray(bits, dtype=U32)
+    values = f32(bits).astype(np.float64)
+    nearest = f32_to_f16(bits)
+    wide = f16_to_f32(nearest).view(np.float32).astype(np.float64)
+    finite = np.isfinite(values)
+    away = finite & (np.abs(wide) > np.abs(values))
+    # one f16 step toward zero: the magnitude's pattern minus 1 (an infinity from rounding steps to 65504)
+    toward = np.where(away, nearest - U32(1), nearest)
+    return np.where(is_nan32(bits), U32(0x7E00) | ((bits >> U32(16)) & U32(0x8000)), toward).astype(U32)
+
+
+def fma64(a, b, c):
+    """a x b + c in float64 rounded once (IEEE fusedMultiplyAdd, nearest even): exact with Python's Fraction where
+    all three are finite, numpy's a * b + c (the same special value) elsewhere."""
+    from fractions import Fraction
+    a, b, c = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (a, b, c)))
+    with np.errstate(all="ignore"):
+        out = a * b + c
+    finite = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
+    out = np.array(out, dtype=np.float64)
+    for index in zip(*np.nonzero(finite)):
+        exact = Fraction(float(a[index])) * Fraction(float(b[index])) + Fraction(float(c[index]))
+        try:
+            value = float(exact)
+        except OverflowError:
+            value = np.inf if exact > 0 else -np.inf
+        if value == 0 and exact == 0:   # an exact zero sum: -0 only when both terms are -0 (IEEE 754, 6.3)
+            value = out[index]
+        out[index] = value
+    return out
 
 
 # --- minifloats: e4m3fn, e5m2, e2m3, e3m2, e2m1 ----------------------------------------

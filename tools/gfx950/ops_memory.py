@@ -9,6 +9,7 @@ registers' (or LDS's) old contents, as on hardware.
 """
 import numpy as np
 
+from . import numerics as nx
 from .memory import bytes_of, words_of
 from .registry import Unsupported, refuse_modifiers, semantics
 from .wave import LANES, M0, MASK32, register_rows, scalar_getter, vector_getter, vgpr_row
@@ -291,6 +292,16 @@ def descriptor(words):
             "add_tid": (words[3] >> 23) & 1, "swizzle": (words[1] >> 31) & 1}
 
 
+M0_LDS_OFFSET_BITS = 0x3FFFF   # a load to LDS takes its LDS offset from M0[17:0]
+
+
+def lds_address(w, inst_offset, nbytes):
+    """Each lane's LDS address of a load to LDS (CDNA4 ISA 9.1.9): M0[17:0] + the instruction offset + the lane's
+    id x the transfer size (4 or 16 bytes). Triton 3.8+ masks a whole copy with M0 = 0x7fffffff, so the lanes
+    address past the CU's LDS and Workgroup.lds_dma drops them."""
+    return (w.s[M0] & M0_LDS_OFFSET_BITS) + inst_offset + LANE * nbytes
+
+
 class _BufferAddressing:
     """The per-lane address and bounds of a MUBUF instruction (raw buffers: stride 0)."""
 
@@ -326,8 +337,9 @@ def compile_buffer_load(ins, ctx):
     to_lds = "lds" in ins.modifiers
     operands = ins.operands
     if to_lds:
-        if nbytes not in (1, 2, 4, 16) and kind is None:
-            raise Unsupported(f"{ins.text}: a load to LDS of {nbytes} bytes")
+        if nbytes not in (4, 16) or kind is not None:
+            # the ISA zero/sign-extends a byte or short to a dword at TID * 4; no corpus kernel validates it
+            raise Unsupported(f"{ins.text}: a load to LDS of {nbytes} bytes{' (extended to a dword)' if kind else ''}")
         address = _BufferAddressing(ins, operands[0], operands[1], operands[2])
         rows = None
     else:
@@ -342,8 +354,7 @@ def compile_buffer_load(ins, ctx):
         data = w.workgroup.memory_load(w, addresses, nbytes, mask & in_range, ins, bypass)
         data[~in_range] = 0
         if to_lds:
-            lds_addresses = w.s[M0] + inst_offset + LANE * nbytes
-            w.workgroup.lds_dma(w, lds_addresses, data, mask, ins)
+            w.workgroup.lds_dma(w, lds_address(w, inst_offset, nbytes), data, mask, ins)
             return
         if kind is None:
             words = words_of(data)
@@ -370,34 +381,109 @@ def compile_buffer_store(ins, ctx):
     return run
 
 
-ATOMIC_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "smax": None, "umax": max, "smin": None,
-              "umin": min, "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
-              "swap": lambda a, b: b, "inc": lambda a, b: 0 if a >= b else a + 1}
+def _f32(bits):
+    return np.uint32(bits).view(np.float32)
 
 
-def _atomic_function(name):
-    if name in ("smax", "smin"):
-        pick = max if name == "smax" else min
-        return lambda a, b: np.uint32(pick(int(np.uint32(a).view(np.int32)), int(np.uint32(b).view(np.int32))) & MASK32)
-    function = ATOMIC_OPS[name]
-    return lambda a, b: np.uint32(int(function(int(a), int(b))) & MASK32)
+def _add_halves(kind):
+    """The packed 2 x 16-bit float add of BUFFER_ATOMIC_PK_ADD_F16 / _BF16: each half rounded once (nearest even)."""
+    def add(old, data):
+        out = 0
+        for shift in (0, 16):
+            a, b = (old >> shift) & 0xFFFF, (data >> shift) & 0xFFFF
+            if kind == "f16":
+                total = np.float16(np.float64(np.uint16(a).view(np.float16)) + np.float64(np.uint16(b).view(np.float16)))
+                half = int(total.view(np.uint16))
+            else:
+                total = np.float32(np.float64(_f32(a << 16)) + np.float64(_f32(b << 16)))
+                half = int(nx.f32_to_bf16(total.view(np.uint32)))
+            out |= half << shift
+        return out
+    return add
 
 
-@semantics(*(f"buffer_atomic_{op}" for op in ATOMIC_OPS))
+def _signed(value, bits):
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+def _f64(bits):
+    return np.uint64(bits).view(np.float64)
+
+
+# name: (bytes, data registers, function(old, data) -> new on unsigned Python ints; data a tuple for cmpswap).
+# From the CDNA4 ISA's BUFFER_ATOMIC_* pseudocode.
+ATOMICS = {
+    "add": (4, 1, lambda a, b: a + b), "sub": (4, 1, lambda a, b: a - b), "swap": (4, 1, lambda a, b: b),
+    "smax": (4, 1, lambda a, b: b if _signed(b, 32) >= _signed(a, 32) else a),
+    "smin": (4, 1, lambda a, b: b if _signed(b, 32) < _signed(a, 32) else a),
+    "umax": (4, 1, max), "umin": (4, 1, min),
+    "and": (4, 1, lambda a, b: a & b), "or": (4, 1, lambda a, b: a | b), "xor": (4, 1, lambda a, b: a ^ b),
+    "inc": (4, 1, lambda a, b: 0 if a >= b else a + 1), "dec": (4, 1, lambda a, b: b if a == 0 or a > b else a - 1),
+    "cmpswap": (4, 2, lambda a, d: d[0] if a == d[1] else a),
+    "add_f32": (4, 1, lambda a, b: int(np.float32(np.float64(_f32(a)) + np.float64(_f32(b))).view(np.uint32))),
+    "pk_add_f16": (4, 1, _add_halves("f16")), "pk_add_bf16": (4, 1, _add_halves("bf16")),
+    "add_f64": (8, 2, lambda a, b: int(np.float64(_f64(a) + _f64(b)).view(np.uint64))),
+    "max_f64": (8, 2, lambda a, b: b if _f64(b) > _f64(a) else a),
+    "min_f64": (8, 2, lambda a, b: b if _f64(b) < _f64(a) else a),
+    "cmpswap_x2": (8, 4, lambda a, d: d[0] if a == d[1] else a),
+    **{f"{name}_x2": (8, 2, function) for name, function in (
+        ("add", lambda a, b: a + b), ("sub", lambda a, b: a - b), ("swap", lambda a, b: b),
+        ("smax", lambda a, b: b if _signed(b, 64) >= _signed(a, 64) else a),
+        ("smin", lambda a, b: b if _signed(b, 64) < _signed(a, 64) else a), ("umax", max), ("umin", min),
+        ("and", lambda a, b: a & b), ("or", lambda a, b: a | b), ("xor", lambda a, b: a ^ b),
+        ("inc", lambda a, b: 0 if a >= b else a + 1), ("dec", lambda a, b: b if a == 0 or a > b else a - 1))},
+}
+
+
+class _Atomic:
+    """One atomic instruction's operation: the per-lane data from its data registers (a pair of values for
+    cmpswap: source, then compare), applied in lane order by memory.atomic; the old values land in the returning
+    form's destination (its first registers) when vmcnt retires it."""
+
+    def __init__(self, op, data_operand):
+        self.nbytes, self.registers, self.function = ATOMICS[op]
+        self.rows = register_rows(data_operand)
+        if len(self.rows) < self.registers:
+            raise Unsupported(f"atomic {op}: {len(self.rows)} data registers, {self.registers} needed")
+        self.pair = op.startswith("cmpswap")
+        self.width = 8 * self.nbytes
+        self.mask = (1 << self.width) - 1
+
+    def data(self, w):
+        words = [w.v[row].astype(np.uint64) for row in self.rows[:self.registers]]
+        if self.nbytes == 8:
+            words = [words[i] | (words[i + 1] << np.uint64(32)) for i in range(0, len(words), 2)]
+        return [tuple(int(word[lane]) for word in words) for lane in range(LANES)]
+
+    def run(self, w, addresses, mask, ins):
+        data = self.data(w)
+        function, pair, limit = self.function, self.pair, self.mask
+
+        def operation(old, lane):
+            value = data[int(lane)]
+            return function(int(old), value if pair else value[0]) & limit
+        return w.workgroup.memory_atomic(w, addresses, operation, np.arange(LANES), mask, ins, self.nbytes)
+
+    def land(self, w, destination, old, mask):
+        """The old values into the destination registers (1 or 2 a lane)."""
+        old = np.asarray(old, dtype=np.uint64)
+        for i, row in enumerate(range(destination, destination + self.nbytes // 4)):
+            np.copyto(w.v[row], ((old >> np.uint64(32 * i)) & np.uint64(MASK32)).astype(np.uint32), where=mask)
+
+
+@semantics(*(f"buffer_atomic_{op}" for op in ATOMICS))
 def compile_buffer_atomic(ins, ctx):
     refuse_modifiers(ins, ("offen", "idxen", "offset", *CACHE_BITS))
-    function = _atomic_function(ins.mnemonic[len("buffer_atomic_"):])
+    atomic = _Atomic(ins.mnemonic[len("buffer_atomic_"):], ins.operands[0])
     returns = "sc0" in ins.modifiers or "glc" in ins.modifiers
     row = vgpr_row(ins.operands[0])
     address = _BufferAddressing(ins, ins.operands[1], ins.operands[2], ins.operands[3])
 
     def run(w):
         mask = w.exec_mask.copy()
-        addresses, in_range, _ = address(w, 4)
-        data = np.broadcast_to(w.v[row], (LANES,)).copy()
-        old = w.workgroup.memory_atomic(w, addresses, function, data, mask & in_range, ins)
-        w.workgroup.issue(w, "vm", (lambda: np.copyto(w.v[row], old.astype(np.uint32), where=mask)) if returns
-                          else (lambda: None))
+        addresses, in_range, _ = address(w, atomic.nbytes)
+        old = atomic.run(w, addresses, mask & in_range, ins)
+        w.workgroup.issue(w, "vm", (lambda: atomic.land(w, row, old, mask)) if returns else (lambda: None))
     return run
 
 
@@ -467,8 +553,7 @@ def compile_global_load(ins, ctx):
         def run_lds(w):
             mask = w.exec_mask.copy()
             data = w.workgroup.memory_load(w, get_address(w), nbytes, mask, ins, "sc1" in ins.modifiers)
-            lds_addresses = w.s[M0] + ins.modifiers.get("offset", 0) + LANE * nbytes
-            w.workgroup.lds_dma(w, lds_addresses, data, mask, ins)
+            w.workgroup.lds_dma(w, lds_address(w, ins.modifiers.get("offset", 0), nbytes), data, mask, ins)
         return run_lds
     nbytes, kind = GLOBAL_LOADS[op]
     rows = register_rows(ins.operands[0])
@@ -518,24 +603,21 @@ def compile_global_store(ins, ctx):
     return run
 
 
-@semantics(*(f"{space}_atomic_{op}" for space in ("global", "flat") for op in ATOMIC_OPS))
+@semantics(*(f"{space}_atomic_{op}" for space in ("global", "flat") for op in ATOMICS))
 def compile_global_atomic(ins, ctx):
     refuse_modifiers(ins, ("offset", *CACHE_BITS))
     space, op = _split_global(ins.mnemonic)
-    function = _atomic_function(op[len("atomic_"):])
     returns = "sc0" in ins.modifiers or "glc" in ins.modifiers
     operands = ins.operands
     if returns:
         dest, vaddr, vdata, saddr = vgpr_row(operands[0]), operands[1], operands[2], (operands[3] if len(operands) > 3 else None)
     else:
         dest, vaddr, vdata, saddr = None, operands[0], operands[1], (operands[2] if len(operands) > 2 else None)
+    atomic = _Atomic(op[len("atomic_"):], vdata)
     get_address = _global_address(ins, vaddr, saddr)
-    get_data = vector_getter(vdata)
 
     def run(w):
         mask = w.exec_mask.copy()
-        data = np.broadcast_to(np.asarray(get_data(w), dtype=np.uint32), (LANES,)).copy()
-        old = w.workgroup.memory_atomic(w, get_address(w), function, data, mask, ins)
-        w.workgroup.issue(w, "vm", (lambda: np.copyto(w.v[dest], old.astype(np.uint32), where=mask)) if returns
-                          else (lambda: None))
+        old = atomic.run(w, get_address(w), mask, ins)
+        w.workgroup.issue(w, "vm", (lambda: atomic.land(w, dest, old, mask)) if returns else (lambda: None))
     return run

@@ -198,6 +198,23 @@ def compile_sop1(ins, ctx):
     return run
 
 
+@semantics("s_bitset0_b32", "s_bitset1_b32", "s_bitset0_b64", "s_bitset1_b64")
+def compile_bitset(ins, ctx):
+    """S_BITSET0/1: D[S0[4:0]] (b64: S0[5:0]) = 0 / 1, the other bits of D kept; SCC unchanged."""
+    refuse_modifiers(ins, ())
+    width = 64 if ins.mnemonic.endswith("b64") else 32
+    index = _dest(ins)
+    source = scalar_getter(ins.operands[1], 32)
+    write = _writer(index, width)
+    value = 1 if "bitset1" in ins.mnemonic else 0
+
+    def run(w):
+        bit = source(w) & (width - 1)
+        old = w.s64(index) if width == 64 else w.s[index]
+        write(w, (old & ~(1 << bit)) | (value << bit))
+    return run
+
+
 @semantics(*SAVEEXEC)
 def compile_saveexec(ins, ctx):
     refuse_modifiers(ins, ())

@@ -110,6 +110,22 @@ def fmin(a, b):
     return result.astype(F32)
 
 
+def _fminmax64(a, b, pick_max):
+    """v_max_f64 / v_min_f64 in IEEE mode: a signaling NaN gives a quiet NaN, one quiet NaN the other operand;
+    max(+0, -0) = +0, min(+0, -0) = -0."""
+    a, b = np.asarray(a, dtype=F64), np.asarray(b, dtype=F64)
+    bits_a, bits_b = a.view(np.uint64), b.view(np.uint64)
+    quiet = np.uint64(1 << 51)
+    result = np.where(a >= b, a, b) if pick_max else np.where(a < b, a, b)
+    result = np.where(np.isnan(a), b, np.where(np.isnan(b), a, result))
+    zeros = (a == 0) & (b == 0)
+    signed = (np.signbit(a) & np.signbit(b)) if pick_max else (np.signbit(a) | np.signbit(b))
+    result = np.where(zeros, np.where(signed, -0.0, 0.0), result)
+    snan_a, snan_b = np.isnan(a) & ((bits_a & quiet) == 0), np.isnan(b) & ((bits_b & quiet) == 0)
+    result = np.where(snan_a, (bits_a | quiet).view(F64), np.where(snan_b, (bits_b | quiet).view(F64), result))
+    return result.astype(F64)
+
+
 def fmed3(a, b, c):
     a, b, c = (np.broadcast_to(np.asarray(x, dtype=F32), (LANES,)) for x in (a, b, c))
     any_nan = np.isnan(a) | np.isnan(b) | np.isnan(c)
@@ -192,6 +208,27 @@ def _clz(x):
     return np.where(nonzero, n, -1)
 
 
+def _dot2c(kind):
+    """V_DOT2C_F32_BF16 / _F16: D += S0.lo x S1.lo, then += S0.hi x S1.hi (CDNA4 ISA: two f32 additions, each
+    rounded; the products of 16-bit values are exact in f32)."""
+    widen = nx.bf16_to_f32 if kind == "bf16" else nx.f16_to_f32
+
+    def run(a, b, d):
+        a, b = np.asarray(a, dtype=U32), np.asarray(b, dtype=U32)
+        with np.errstate(all="ignore"):
+            low = nx.f32(widen(a & U32(0xFFFF))) * nx.f32(widen(b & U32(0xFFFF)))
+            high = nx.f32(widen(a >> U32(16))) * nx.f32(widen(b >> U32(16)))
+            return ((d + low).astype(F32) + high).astype(F32)
+    return run
+
+
+def _leading_sign_bits(x):
+    """v_ffbh_i32: the position, from bit 31, of the first bit that differs from the sign bit (1..31); -1 for 0
+    and -1."""
+    x = np.asarray(x, dtype=np.int64)
+    return np.where((x == 0) | (x == -1), -1, _clz(np.where(x < 0, ~x, x).astype(U32)))
+
+
 def _ctz(x):
     x = np.asarray(x, dtype=U32).astype(np.int64)
     low = x & -x
@@ -219,6 +256,8 @@ ELEMENTWISE = {
     "v_mac_f32": (("f32", "f32", "dst:f32"), "f32", lambda a, b, c: (a * b).astype(F32) + c),
     "v_mad_f32": (("f32", "f32", "f32"), "f32", lambda a, b, c: (a * b).astype(F32) + c),
     "v_fmaak_f32": (("f32", "f32", "f32"), "f32", fused),
+    "v_dot2c_f32_bf16": (("b32", "b32", "dst:f32"), "f32", _dot2c("bf16")),
+    "v_dot2c_f32_f16": (("b32", "b32", "dst:f32"), "f32", _dot2c("f16")),
     "v_fmamk_f32": (("f32", "f32", "f32"), "f32", lambda a, k, b: fused(a, k, b)),
     "v_exp_f32": (("f32",), "f32", unary64(np.exp2)),
     "v_log_f32": (("f32",), "f32", unary64(np.log2)),
@@ -241,10 +280,13 @@ ELEMENTWISE = {
         np.unpackbits(np.atleast_1d(_u32(a)).view(np.uint8), bitorder="little").reshape(-1, 32)[:, ::-1],
         dtype=np.uint64).dot(np.uint64(1) << np.arange(32, dtype=np.uint64)).astype(U32).reshape(np.shape(a))),
     "v_ffbh_u32": (("u32",), "u32", _clz),
+    "v_ffbh_i32": (("i32",), "i32", _leading_sign_bits),
     "v_ffbl_b32": (("b32",), "u32", _ctz),
     "v_bcnt_u32_b32": (("b32", "u32"), "u32", lambda a, b: _popcount(a) + b),
     # conversions
     "v_cvt_f32_u32": (("u32",), "f32", lambda a: a.astype(F32)),
+    **{f"v_cvt_f32_ubyte{k}": (("u32",), "f32", (lambda k: lambda a: ((a >> U32(8 * k)) & U32(0xFF)).astype(F32))(k))
+       for k in range(4)},
     "v_cvt_f32_i32": (("i32",), "f32", lambda a: a.astype(F32)),
     "v_cvt_u32_f32": (("f32",), "u32", lambda a: cvt_f32_to_int(a, False)),
     "v_cvt_i32_f32": (("f32",), "i32", lambda a: cvt_f32_to_int(a, True)),
@@ -253,6 +295,14 @@ ELEMENTWISE = {
     "v_cvt_f32_bf16": (("b32",), "f32", lambda a: nx.f32(nx.bf16_to_f32(a))),
     "v_cvt_f64_f32": (("f32",), "f64", lambda a: a.astype(F64)),
     "v_cvt_f32_f64": (("f64",), "f32", lambda a: a.astype(F32)),
+    "v_cvt_pk_f16_f32": (("f32", "f32"), "b32", lambda a, b: nx.f32_to_f16(np.asarray(a, dtype=F32).view(U32)) |
+                         (nx.f32_to_f16(np.asarray(b, dtype=F32).view(U32)) << U32(16))),
+    "v_cvt_pkrtz_f16_f32": (("f32", "f32"), "b32", lambda a, b: nx.f32_to_f16_rtz(np.asarray(a, dtype=F32).view(U32))
+                            | (nx.f32_to_f16_rtz(np.asarray(b, dtype=F32).view(U32)) << U32(16))),
+    "v_cvt_u32_f64": (("f64",), "u32", lambda a: cvt_f32_to_int(a, False)),
+    "v_cvt_i32_f64": (("f64",), "i32", lambda a: cvt_f32_to_int(a, True)),
+    "v_cvt_f64_i32": (("i32",), "f64", lambda a: a.astype(F64)),
+    "v_cvt_f64_u32": (("u32",), "f64", lambda a: a.astype(F64)),
     "v_cvt_pk_bf16_f32": (("f32", "f32"), "b32", lambda a, b: nx.f32_to_bf16(a.view(U32)) |
                           (nx.f32_to_bf16(np.asarray(b, dtype=F32).view(U32)) << U32(16))),
     # 32-bit integer
@@ -329,7 +379,15 @@ ELEMENTWISE = {
     "v_lshl_add_u64": (("u64", "u32", "u64"), "u64", _lshl_add_u64),
     "v_add_f64": (("f64", "f64"), "f64", lambda a, b: a + b),
     "v_mul_f64": (("f64", "f64"), "f64", lambda a, b: a * b),
-    "v_fma_f64": (("f64", "f64", "f64"), "f64", lambda a, b, c: a * b + c),
+    "v_fma_f64": (("f64", "f64", "f64"), "f64", nx.fma64),
+    "v_fmac_f64": (("f64", "f64", "dst:f64"), "f64", nx.fma64),
+    "v_max_f64": (("f64", "f64"), "f64", lambda a, b: _fminmax64(a, b, True)),
+    "v_min_f64": (("f64", "f64"), "f64", lambda a, b: _fminmax64(a, b, False)),
+    "v_trunc_f64": (("f64",), "f64", np.trunc),
+    "v_floor_f64": (("f64",), "f64", np.floor),
+    "v_ceil_f64": (("f64",), "f64", np.ceil),
+    "v_rndne_f64": (("f64",), "f64", np.rint),
+    "v_ldexp_f64": (("f64", "i32"), "f64", lambda a, b: np.ldexp(a, np.clip(b, -3000, 3000))),
 }
 
 FLOAT_KINDS = ("f32", "f16", "f64")
@@ -441,6 +499,10 @@ def _getter(op, kind):
         if index is None:
             raise Unsupported(f"lane-mask operand {op.text}")
         return lambda w: w.read_mask(index)
+    if kind == "f64" and op.kind == "int" and not -16 <= op.value <= 64:
+        # a 32-bit literal in a 64-bit float operand is the value's high half (the low half zero)
+        constant = np.uint64((op.value & MASK32) << 32)
+        return lambda w: constant
     return vector_getter(op, WIDTH[kind], "f" if kind in FLOAT_KINDS else "i")
 
 
@@ -449,7 +511,10 @@ def _fetcher(op, kind, modifier, sdwa, high_half, dest_row=None):
     the 16-bit op_sel half applied to its bits first); constants are decoded once."""
     if kind == "mask":
         return _getter(op, kind)
-    get = (lambda w: w.v[dest_row]) if dest_row is not None else _getter(op, kind)
+    if dest_row is not None:
+        get = (lambda w: w.read_v64(dest_row)) if WIDTH[kind] == 64 else (lambda w: w.v[dest_row])
+    else:
+        get = _getter(op, kind)
     steps = [step for step in (sdwa, (lambda b: np.asarray(b, dtype=U32) >> U32(16)) if high_half else None, modifier)
              if step is not None]
     if op.kind in ("int", "float") and dest_row is None:
@@ -956,48 +1021,103 @@ def compile_packed_16(ins, ctx):
     return run
 
 
+# --- mixed-precision FMA (VOP3P) ------------------------------------------------------------
+
+@semantics("v_fma_mix_f32", "v_fma_mixlo_f16", "v_fma_mixhi_f16", "v_mad_mix_f32", "v_mad_mixlo_f16",
+           "v_mad_mixhi_f16")
+def compile_fma_mix(ins, ctx):
+    """in[i] = S[i] as f32 where op_sel_hi[i] is 0, else the f16 in its half op_sel[i] (CDNA4 ISA, V_MAD_MIX*);
+    neg_lo (an operand's neg mark) negates and neg_hi (its |abs| mark) takes the absolute value of in[i]; the f32
+    fma of in[0] x in[1] + in[2] is the result (mix_f32), or converted to f16 into the low (mixlo) or high (mixhi)
+    half, the other half kept."""
+    refuse_modifiers(ins, ("op_sel", "op_sel_hi", "neg_lo", "neg_hi", "clamp"))
+    if "clamp" in ins.modifiers:
+        raise Unsupported(f"{ins.text}: clamp")
+    row = vgpr_row(ins.operands[0])
+    op_sel = ins.modifiers.get("op_sel", (0, 0, 0))
+    op_sel_hi = ins.modifiers.get("op_sel_hi", (0, 0, 0))
+    # an f16 source (op_sel_hi set) takes an inline float constant in its f16 encoding
+    getters = [vector_getter(op, 16 if op_sel_hi[i] else 32, "f") for i, op in enumerate(ins.operands[1:4])]
+    # the assembler writes the mix forms' NEG_LO / NEG_HI bits as the operands' neg(..) / |..| (abs) marks
+    neg_lo = [int(bool(ins.modifiers.get("neg_lo", (0, 0, 0))[i] or op.neg)) for i, op in enumerate(ins.operands[1:4])]
+    neg_hi = [int(bool(ins.modifiers.get("neg_hi", (0, 0, 0))[i] or op.abs)) for i, op in enumerate(ins.operands[1:4])]
+    target = "f32" if ins.mnemonic.endswith("_f32") else ("lo" if "mixlo" in ins.mnemonic else "hi")
+
+    def value(bits, i):
+        bits = np.asarray(bits, dtype=U32)
+        if op_sel_hi[i]:
+            bits = nx.f16_to_f32((bits >> U32(16)) if op_sel[i] else bits)
+        x = nx.f32(bits).astype(F64)
+        if neg_hi[i]:
+            x = np.abs(x)
+        return -x if neg_lo[i] else x
+
+    def run(w):
+        with np.errstate(all="ignore"):
+            result = (value(getters[0](w), 0) * value(getters[1](w), 1) + value(getters[2](w), 2)).astype(F32)
+        result = np.broadcast_to(result.view(U32), (LANES,))
+        if target == "f32":
+            w.write_v(row, result)
+        elif target == "lo":
+            w.write_v(row, (w.v[row] & U32(0xFFFF0000)) | nx.f32_to_f16(result))
+        else:
+            w.write_v(row, (w.v[row] & U32(0xFFFF)) | (nx.f32_to_f16(result) << U32(16)))
+    return run
+
+
 # --- division helpers ----------------------------------------------------------------------
 
 @semantics("v_div_scale_f32")
 def compile_div_scale(ins, ctx):
-    """The pre-scaling of the f32 division sequence. Scales S0 by 2^64 when the denominator
-    is denormal or the numerator tiny (both operands of the sequence scale alike, so the
-    quotient is unchanged); the VCC-flagged post-scaled cases of the ISA (quotients near the
-    ends of the range) are not taken: VCC = 0, and such quotients keep the sequence's
-    unscaled precision (within an ulp, denormal results aside). 0 in either operand gives NaN
-    here; v_div_fixup makes the IEEE result of it."""
+    """The pre-scaling of the f32 division sequence (CDNA4 ISA, V_DIV_SCALE_F32): S0 the value to scale (the
+    denominator S1 or the numerator S2). 0 in S1 or S2 gives NaN (v_div_fixup makes the IEEE result); a quotient near
+    the top of the range (exponent(S2) - exponent(S1) >= 96) scales the denominator by 2^64 and sets VCC; a
+    denormal denominator scales S0 by 2^64; a denormal quotient sets VCC and scales the numerator by 2^64; a tiny
+    numerator (exponent <= 23) scales S0 by 2^64. VCC asks v_div_fmas to post-scale the quotient."""
     refuse_modifiers(ins, ())
     row, flag = vgpr_row(ins.operands[0]), sgpr_index(ins.operands[1])
     g0, g1, g2 = (vector_getter(op, 32, "f") for op in ins.operands[2:5])
     mods = [_source_modifier(op, "f32") for op in ins.operands[2:5]]
 
     def run(w):
-        s0, s1, s2 = (nx.f32(m(g(w)) if m else g(w)) for g, m in zip((g0, g1, g2), mods))
-        s0, s1, s2 = (np.broadcast_to(x, (LANES,)).astype(F64) for x in (s0, s1, s2))
-        exp2 = nx.exponent32(np.asarray(s2, dtype=F32).view(U32))
-        denorm_den = (s1 != 0) & (np.abs(s1) < 2.0 ** -126)
-        scale = denorm_den | ((exp2 <= 23) & (s2 != 0))
+        bits = [np.broadcast_to(np.asarray(m(g(w)) if m else g(w), dtype=U32), (LANES,)) for g, m in zip((g0, g1, g2),
+                                                                                                      mods)]
+        s0, s1, s2 = (nx.f32(b).astype(F64) for b in bits)
+        e1, e2 = (nx.exponent32(b).astype(np.int64) for b in bits[1:])
+        with np.errstate(all="ignore"):
+            quotient = np.abs(s2 / s1)
+        zero = (s1 == 0) | (s2 == 0)
+        near_max = ~zero & (e2 - e1 >= 96)
+        denorm_den = ~zero & ~near_max & (e1 == 0)
+        denorm_quotient = ~zero & ~near_max & ~denorm_den & (quotient < 2.0 ** -126)
+        tiny_num = ~zero & ~near_max & ~denorm_den & ~denorm_quotient & (e2 <= 23)
+        scale = (denorm_den | tiny_num | (near_max & (s0 == s1)) | (denorm_quotient & (s0 == s2)))
         result = np.where(scale, s0 * 2.0 ** 64, s0)
-        result = np.where((s1 == 0) | (s2 == 0), np.nan, result)
+        result = np.where(zero, np.nan, result)
         with np.errstate(all="ignore"):
             w.write_v(row, result.astype(F32).view(U32))
-        w.write_mask(flag, np.zeros(LANES, dtype=bool))
+        w.write_mask(flag, near_max | denorm_quotient)
     return run
 
 
 @semantics("v_div_fmas_f32")
 def compile_div_fmas(ins, ctx):
+    """fma(S0, S1, S2), post-scaled where VCC is set: by 2^64 when S2 (the scaled quotient) has an exponent above
+    127 (the denominator was scaled up), else by 2^-64 (the numerator was). The ISA text's fixed 2^32 cannot undo
+    v_div_scale's 2^64 either way; the direction by S2's exponent is what the sequence needs."""
     refuse_modifiers(ins, ())
     row = vgpr_row(ins.operands[0])
     getters = [vector_getter(op, 32, "f") for op in ins.operands[1:4]]
     mods = [_source_modifier(op, "f32") for op in ins.operands[1:4]]
 
     def run(w):
-        a, b, c = (nx.f32(m(g(w)) if m else g(w)) for g, m in zip(getters, mods))
-        result = fused(a, b, c, F64)
-        result = np.where(w.read_mask(VCC_LO), result * 2.0 ** 32, result)
+        a, b, c = (np.broadcast_to(np.asarray(m(g(w)) if m else g(w), dtype=U32), (LANES,))
+                   for g, m in zip(getters, mods))
+        result = fused(nx.f32(a), nx.f32(b), nx.f32(c), F64)
+        up = nx.exponent32(c) > 127
+        result = np.where(w.read_mask(VCC_LO), result * np.where(up, 2.0 ** 64, 2.0 ** -64), result)
         with np.errstate(all="ignore"):
-            w.write_v(row, np.broadcast_to(result, (LANES,)).astype(F32).view(U32))
+            w.write_v(row, result.astype(F32).view(U32))
     return run
 
 
@@ -1045,6 +1165,7 @@ CONVERT_TO_WIDE = {  # name: (source format, bits per element, result: bf16 pair
     "v_cvt_scalef32_pk_f32_fp8": ("e4m3", 8, "f32"),
     "v_cvt_scalef32_pk_f32_bf8": ("e5m2", 8, "f32"),
     "v_cvt_scalef32_pk_f16_fp8": ("e4m3", 8, "f16"),
+    "v_cvt_scalef32_pk_f16_bf8": ("e5m2", 8, "f16"),
 }
 
 
@@ -1058,6 +1179,8 @@ def compile_cvt_scaled_up(ins, ctx):
     fp8) times the scale's power of two -> a packed pair. bf16 results round to nearest
     even from the exact value."""
     refuse_modifiers(ins, ("op_sel",))
+    if ins.operands[1].neg or ins.operands[1].abs:
+        raise Unsupported(f"{ins.text}: neg/abs of the packed source {ins.operands[1].text}")
     fmt, bits, result = CONVERT_TO_WIDE[ins.mnemonic]
     row = vgpr_row(ins.operands[0])
     get_src, get_scale = vector_getter(ins.operands[1]), vector_getter(ins.operands[2], 32, "f")
@@ -1119,6 +1242,45 @@ def compile_cvt_scaled_down(ins, ctx):
         codes = [nx.encode(v, fmt, saturate) for v in values]
         packed = (codes[0] | (codes[1] << U32(bits))) << U32(shift)
         w.write_v(row, (w.v[row] & ~field) | (packed.astype(U32) & field))
+    return run
+
+
+CONVERT_16_TO_NARROW = {  # name: (format, bits per element, the packed source's element type)
+    "v_cvt_scalef32_pk_fp8_f16": ("e4m3", 8, "f16"), "v_cvt_scalef32_pk_bf8_f16": ("e5m2", 8, "f16"),
+    "v_cvt_scalef32_pk_fp8_bf16": ("e4m3", 8, "bf16"), "v_cvt_scalef32_pk_bf8_bf16": ("e5m2", 8, "bf16"),
+    "v_cvt_scalef32_pk_fp4_f16": ("e2m1", 4, "f16"), "v_cvt_scalef32_pk_fp4_bf16": ("e2m1", 4, "bf16"),
+}
+
+
+@semantics(*CONVERT_16_TO_NARROW)
+def compile_cvt_scaled_down_16(ins, ctx):
+    """The two 16-bit elements of S0 (low, high) divided by the scale's power of two, rounded to nearest even into
+    the narrow format (saturating as compile_cvt_scaled_down), into the destination's word OPSEL[3] (fp8: op_sel:
+    [0,0,1]) or byte OPSEL[3:2] (fp4: op_sel:[0,0,b2,b3]), low element first; the rest is kept (CDNA4 ISA,
+    V_CVT_SCALEF32_PK_FP8_F16 ...). neg / abs of the packed source are not emulated."""
+    refuse_modifiers(ins, ("op_sel",))
+    fmt, bits, source = CONVERT_16_TO_NARROW[ins.mnemonic]
+    for op in ins.operands[1:3]:
+        if op.neg or op.abs:
+            raise Unsupported(f"{ins.text}: neg/abs of {op.text}")
+    sel = _op_sel_field(ins)
+    if sel & (0b0111 if bits == 8 else 0b0011):
+        raise Unsupported(f"{ins.text}: op_sel bits other than the destination select")
+    row = vgpr_row(ins.operands[0])
+    get_src, get_scale = vector_getter(ins.operands[1]), vector_getter(ins.operands[2], 32, "f")
+    shift = U32((sel >> 3 & 1) * 16) if bits == 8 else U32((sel >> 2 & 3) * 8)
+    field = U32((1 << (2 * bits)) - 1) << shift
+    to_f32 = nx.f16_to_f32 if source == "f16" else nx.bf16_to_f32
+    from .ops_scalar import MODE_FP16_OVFL
+
+    def run(w):
+        packed = np.broadcast_to(np.asarray(get_src(w), dtype=U32), (LANES,))
+        scale = np.broadcast_to(nx.scale_of_f32(get_scale(w)), (LANES,))
+        saturate = bool(w.mode & MODE_FP16_OVFL)
+        with np.errstate(all="ignore"):
+            codes = [nx.encode(nx.f32(to_f32(half)).astype(F64) / scale, fmt, saturate)
+                     for half in (packed & U32(0xFFFF), packed >> U32(16))]
+        w.write_v(row, (w.v[row] & ~field) | (((codes[0] | (codes[1] << U32(bits))) << shift) & field))
     return run
 
 

@@ -5,11 +5,11 @@ A register pair a VALU instruction reads as one 64-bit value counts by its low h
 The first operand is the destination of VALU, MFMA and load instructions; stores, LDS
 writes, loads straight to LDS and non-returning atomics have none; a returning buffer
 atomic reads and writes its first operand; v_fmac/v_mac and the permlane swaps read their
-destination too. Scalar destinations (compares, readlane, carries) hold no vector rows.
+destination too (v_dot2c_ accumulates into it). Scalar destinations (compares, readlane, carries) hold no vector rows.
 """
 from .wave import AGPR_BASE
 
-READS_DESTINATION = ("v_fmac_", "v_mac_", "v_permlane16_swap", "v_permlane32_swap")
+READS_DESTINATION = ("v_fmac_", "v_mac_", "v_dot2c_", "v_permlane16_swap", "v_permlane32_swap")
 NO_DESTINATION = ("ds_write", "buffer_store", "global_store", "flat_store", "scratch_store", "buffer_wbl2",
                   "buffer_inv")
 LDS_ATOMICS_WITHOUT_RETURN = {"ds_add_u32", "ds_sub_u32", "ds_max_u32", "ds_min_u32", "ds_max_i32", "ds_min_i32",

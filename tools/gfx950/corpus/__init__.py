@@ -22,13 +22,19 @@ from typing import Callable, Optional
 class Case:
     """name: unique; run(launch, rng): builds inputs, launches, checks (AssertionError);
     exercises: the opcode classes it targets; interpreter: None when Triton's interpreter can
-    run it, else why not (its numpy answer is then checked only through the emulator)."""
+    run it, else why not (its numpy answer is then checked only through the emulator);
+    runner: None when the runner's Triton 3.6.0 builds it, else why not (it then runs only
+    with this Python's newer Triton)."""
     name: str
     run: Callable
     exercises: str
     interpreter: Optional[str] = None
+    runner: Optional[str] = None
 
 
-from .cases import CASES  # noqa: E402 - Case first: cases.py builds the list from it
+from .cases import CASES as _OURS  # noqa: E402 - Case first: cases.py builds the list from it
+from .common_cases import CASES as _COMMON  # noqa: E402
+
+CASES = _OURS + _COMMON
 
 __all__ = ["Case", "CASES"]
