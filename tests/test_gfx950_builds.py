@@ -103,3 +103,34 @@ def test_a_cached_build_names_this_copy_of_its_source():
     asm = '\t.file\t1 "/gone/copy" "my_kernels.py"\n\t.file\t2 "/site/triton/language" "standard.py"\n'
     assert _sourced_from(asm, Path("/here/my_kernels.py")) == (
         '\t.file\t1 "/here" "my_kernels.py"\n\t.file\t2 "/site/triton/language" "standard.py"\n')
+
+
+KERNEL_MODULE = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def named_copy_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + 1)
+'''
+
+
+def test_a_fresh_build_names_this_copy_even_where_tritons_cache_held_another(monkeypatch, tmp_path):
+    """Two copies of one module in two folders, each built into an empty build cache of ours: the
+    second build's Triton finds the first's in its own cache (its key is the text, not the folder),
+    and the amdgcn must still name the second folder, the file the verdict's Python line reads."""
+    import importlib.util
+    for folder in ("first", "second"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "my_kernels.py").write_text(KERNEL_MODULE)
+        spec = importlib.util.spec_from_file_location("my_kernels", tmp_path / folder / "my_kernels.py")
+        module = importlib.util.module_from_spec(spec)
+        monkeypatch.setitem(sys.modules, "my_kernels", module)
+        spec.loader.exec_module(module)
+        monkeypatch.setattr(sys.modules["gfx950.build"], "CACHE_DIR", tmp_path / folder / "cache")
+        x, out = torch.arange(32, dtype=torch.float32), torch.zeros(32)
+        built = gfx950.emulate(module.named_copy_kernel, (1,), x, out, BLOCK=32, num_warps=1).built
+        assert torch.equal(out, x + 1)
+        assert f'"{tmp_path / folder}" "my_kernels.py"' in built.asm, folder

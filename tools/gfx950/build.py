@@ -79,9 +79,10 @@ def describe_argument(value, address=None):
 
 
 def _sourced_from(asm, path):
-    """A cached build's amdgcn with its `.file` directive for the kernel's module naming `path`
-    (the cache key holds the module's text, not where it lies: a build made from a copy elsewhere
-    names the copy, which may be gone), so an error's source line reads from this file."""
+    """A build's amdgcn with its `.file` directive for the kernel's module naming `path` (our cache
+    key and Triton's own hold the module's text, not where it lies: a build made from a copy
+    elsewhere, ours or one Triton's cache gives the build worker, names the copy, which may be
+    gone), so an error's source line reads from this file."""
     pattern = re.compile(rf'^(\s*\.file\s+\d+\s+)"[^"]*"(\s+"{re.escape(path.name)}")', re.M)
     return pattern.sub(lambda m: f'{m[1]}"{path.parent}"{m[2]}', asm)
 
@@ -160,4 +161,4 @@ def build(kernel, arguments, constexprs=None, num_warps=4, num_stages=None, trit
     tmp = cached.with_suffix(".tmp")
     tmp.write_text(json.dumps(built.__dict__))
     tmp.replace(cached)
-    return built
+    return dataclasses.replace(built, asm=_sourced_from(built.asm, path))
