@@ -820,13 +820,13 @@ def _run_tune_case(test: TestCase, runs: int) -> list:
     try:
         for choice in tune_candidates(submission, batch, kv_len, device):
             table[(batch, kv_len)] = choice
-            submission._PLANS.clear()
+            submission.STATE.plans.clear()
             row = {"choice": list(choice)}
             try:
                 output = submission.custom_kernel(_clone_data(data))
                 _synchronize()
                 good, message = _check(data, output)
-                plan = next(reversed(submission._PLANS.values()))
+                plan = next(reversed(submission.STATE.plans.values()))
                 variant = getattr(plan, "variant", None)
                 if variant is not None:
                     row["variant"] = variant.describe()
@@ -850,7 +850,7 @@ def _run_tune_case(test: TestCase, runs: int) -> list:
             table.pop((batch, kv_len), None)
         else:
             table[(batch, kv_len)] = saved
-        submission._PLANS.clear()
+        submission.STATE.plans.clear()
     return rows
 
 

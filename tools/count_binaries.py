@@ -42,7 +42,7 @@ if family != "dispatched":
     sub.MEASURED_DISPATCH.setdefault(sub._arch(device), {})[(batch, kv_len)] = ("triton", *launch)
 data = reference.generate_input(batch, 1, kv_len, seed)
 out = sub.custom_kernel(data)
-plan = next(reversed(sub._PLANS.values()))
+plan = next(reversed(sub.STATE.plans.values()))
 ok, message = reference.check_implementation(data, out)
 print(json.dumps({"choice": list(sub.choose(batch, kv_len, device)), "ok": ok,
                   "variant": getattr(getattr(plan, "variant", None), "describe", lambda: None)()}))
