@@ -164,7 +164,7 @@ def _first_call(data):
         api = STATE.aiter
         try:
             out, plan = _run_choice(choice, q, kv_data, qo_indptr, kv_indptr, batch, sm_scale)
-            return _keep(data, _AiterCall(plan, sm_scale), out)
+            return _keep(data, _AiterCall(plan, sm_scale, _first_call), out)
         except Exception as exc:  # noqa: BLE001 - sorted: only a failure inside aiter falls back
             if os.environ.get("MLA_PATH") == "aiter" or _fatal(exc, device) or not _raised_by_aiter(exc, api):
                 raise
@@ -415,7 +415,8 @@ def predicted_choice(batch, kv_len, device, num_sms):
         if launch_variants(scaled, device)[0] not in STATE.failed_variants:
             return ("triton", *scaled)
     native = launch_variants(launch, device)[0]
-    if STATE.aiter is not None and (native.convert == PORTABLE or native in STATE.failed_variants) and batch * kv_len > 65536:
+    native_failed = native.convert == PORTABLE or native in STATE.failed_variants
+    if STATE.aiter is not None and native_failed and batch * kv_len > 65536:
         return ("aiter",)
     return ("triton", *launch)
 
@@ -628,7 +629,8 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
     candidates = ranked_candidates(batch, kv_len, device)
     entry = {"case": (batch, kv_len), "tried": [], "failed": [], "skipped": [], "pick": None,
              "build_s": 0.0, "ran": {}, "kernels": None, "profile_error": None}
-    if ("aiter",) in candidates and STATE.tune_log["aiter_build"] is None and not _build_aiter(run_choice, clock, device):
+    log = STATE.tune_log
+    if ("aiter",) in candidates and log["aiter_build"] is None and not _build_aiter(run_choice, clock, device):
         candidates.remove(("aiter",))
         entry["failed"].append((("aiter",), STATE.tune_log["aiter_build"]["error"]))
     wall_start, checks_before = clock(), len(STATE.check_log)
@@ -671,7 +673,7 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
     STATE.tune_log["spent_timing_s"] += clock() - timing_start
     measured = [(sum(t) / len(t), choice, len(t)) for choice, t in timed if t]
     entry["tried"] = sorted(measured)
-    STATE.tuned[(_arch(device), batch, kv_len)] = None  # tuned once, even where no candidate ran (choose: the prediction)
+    STATE.tuned[(_arch(device), batch, kv_len)] = None  # tuned once, even where none ran (choose: the prediction)
     if measured:
         entry["pick"] = min(measured)[1]
         entry["pick_us"] = min(measured)[0]
@@ -775,8 +777,9 @@ def tuning_report():
         return ""
     lines = _header_lines() + (machine_lines(STATE.tune_log["machine"]) if STATE.tune_log["machine"] else [])
     lines += [line for entry in STATE.tune_log["cases"] for line in _case_lines(entry)]
-    lines.append(f"  spent: timed runs {STATE.tune_log['spent_timing_s']:.2f} s (at most {TUNE_CASE_TIMING_S} s a case), "
-                 f"everything {STATE.tune_log['spent_wall_s']:.1f} s (at most {TUNE_CASE_WALL_S:.0f} s a case)")
+    log = STATE.tune_log
+    lines.append(f"  spent: timed runs {log['spent_timing_s']:.2f} s (at most {TUNE_CASE_TIMING_S} s a case), "
+                 f"everything {log['spent_wall_s']:.1f} s (at most {TUNE_CASE_WALL_S:.0f} s a case)")
     return "\n".join(lines + [measured_block()])
 
 
@@ -1407,9 +1410,16 @@ class _TritonPlan:
 # One program per (split, sequence), grid (num_splits, batch), 4 warps, 128-token tiles; SCALED's partials/outputs.
 # LDS ring of 3 tiles (44 KB each: one workgroup per CU): codes (128, 256) B, rope (128, 64) B (32 used), scales
 # (128, 8) words (0..4 used); row t's units XOR-permuted by t (GL_*_ROW_XOR): no bank conflicts (docs/design.md).
-# Iteration i (one s_barrier; tile i + 1 stays in flight):
-#   wait tile i | copy tile i + 2 (async, global -> LDS) | S = mfma_scaled(Q e4m3 registers, K e2m1 LDS codes)
-#   | softmax, each warp its own 32 tokens | V: LDS codes as words -> bf16 in registers -> bf16 MFMA
+# Stage by iteration (_gl_tiles; slot: tile mod 3; one s_barrier an iteration). Before the loop: copy tiles 0, 1;
+# Q -> e4m3 in registers. Iteration i:
+#
+#   i | wait for  | copy global -> LDS | S = mfma_scaled(Q, K e2m1) | softmax, per warp | V: words -> bf16 -> MFMA
+#   --+-----------+--------------------+----------------------------+-------------------+-------------------------
+#   0 | tile 0    | tile 2 -> slot 2   | tile 0 (slot 0)            | tile 0            | tile 0 (slot 0)
+#   1 | tile 1    | tile 3 -> slot 0   | tile 1 (slot 1)            | tile 1            | tile 1 (slot 1)
+#   i | tile i    | tile i+2 -> (i+2)%3| tile i (slot i%3)          | tile i            | tile i (slot i%3)
+#
+# (wait_group(1): tile i + 1's copy stays in flight while tile i is read.)
 # Warp w owns tokens 16w + j, 64 + 16w + j (j < 16) with its own m, l, 16 x 512 accumulator (merged after the
 # loop); p against the first valid tile's maximum (no rescale), all tiles again from the true maximum past
 # 2^ONCE_OVERFLOW_LOG2 (twin: tests/once_twin.py). Every global access is a buffer op (out of range: zeros).
@@ -2731,10 +2741,10 @@ class _AiterPlan:
 
 class _AiterCall:
     """The aiter plan custom_kernel runs for a key: a failure inside aiter turns aiter off for the process and
-    the call runs on Triton (MLA_PATH=aiter: it raises)."""
+    the call is planned again (replan: _first_call), on Triton (MLA_PATH=aiter: it raises)."""
 
-    def __init__(self, plan, sm_scale):
-        self.plan, self.sm_scale = plan, sm_scale
+    def __init__(self, plan, sm_scale, replan):
+        self.plan, self.sm_scale, self.replan = plan, sm_scale, replan
 
     def run(self, data):
         q, kv_data, qo_indptr, kv_indptr = data[0], data[1], data[2], data[3]
@@ -2747,7 +2757,7 @@ class _AiterCall:
                 raise
             _disable_aiter(f"it raised at call time: {error_summary(exc)[:800]}", q.device)
             STATE.plans.pop(input_key(*data), None)
-            return _first_call(data)
+            return self.replan(data)
 
 
 # =======================================================================================

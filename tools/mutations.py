@@ -280,7 +280,7 @@ MUTATIONS = [
              "if False and clock() - timing_start > TUNE_CASE_TIMING_S or",
              ["tests/test_first_call_tuning.py", "-k", "budget"]),
     mutation("tuning: aiter's build inside the first case's budget",
-             'if ("aiter",) in candidates and STATE.tune_log["aiter_build"] is None and not _build_aiter(run_choice, clock, device):',
+             'if ("aiter",) in candidates and log["aiter_build"] is None and not _build_aiter(run_choice, clock, device):',
              'if False:', ["tests/test_first_call_tuning.py", "-k", "cold_runner"]),
     mutation("tuning: no share per case (one slow case takes the others')",
              'return len(STATE.tune_log["cases"]) < TUNE_CASES or STATE.tune_log["spent_wall_s"] < TUNE_TOTAL_WALL_S',
