@@ -478,9 +478,11 @@ MACHINE_END = "# --- END " + "MEASURED MACHINE ---"
 
 
 def source_id(text):
-    """sha256 (12 hex digits) of a submission's text without its MEASURED blocks (eval.py ingest compares it)."""
+    """sha256 (12 hex digits) of a submission's text without its MEASURED DISPATCH block (BEGIN through END marker)
+    and MEASURED MACHINE block (and the newline after it): writing or adding either keeps the id. The one definition:
+    eval.py's source_id is this function (ingest compares it); a text without both markers is hashed whole."""
     for begin, end, line_end in ((TABLE_BEGIN, TABLE_END, ""), (MACHINE_BEGIN, MACHINE_END, "\n")):
-        if begin in text and end in text:  # the machine block's newline too (eval.source_id)
+        if begin in text and end in text:
             text = text.split(begin, 1)[0] + text.split(end, 1)[1].removeprefix(line_end)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
