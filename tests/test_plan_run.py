@@ -140,3 +140,26 @@ def test_mla_check_checks_the_values_of_every_call(fresh_plans, monkeypatch, che
             sub.custom_kernel(bad_data)
     else:
         assert sub.input_key(*bad_data) in sub.STATE.plans
+
+
+def test_a_launch_reading_a_tensor_of_its_own_is_never_replayed(fresh_plans, monkeypatch):
+    """A launch whose arguments hold a tensor that is neither the call's nor the plan's scratch
+    (here the split kernel handed a copy of q made inside the launch path) cannot be replayed
+    with the next call's tensors: the plan keeps launching through the planning path, and the
+    next call, on another q, is right."""
+    sub = fresh_plans
+    real = sub._launch_kernel
+
+    def copies_q(kernel, grid, args, constants, what):
+        if args[0].dtype == torch.bfloat16 and args[0].dim() == 3 and args[0].shape[1] == sub.NUM_HEADS:
+            args = (args[0].clone(), *args[1:])
+        return real(kernel, grid, args, constants, what)
+
+    monkeypatch.setattr(sub, "_launch_kernel", copies_q)
+    data = ref.generate_input(3, 1, 70, seed=95)
+    sub.custom_kernel(data)
+    plan = sub.STATE.plans[sub.input_key(*data)]
+    assert plan.variant is not None and plan.launches is None
+    again = (torch.randn_like(data[0].float()).to(torch.bfloat16), *data[1:])
+    out = sub.custom_kernel(again)
+    torch.testing.assert_close(out.float(), ref.exact_attention(again), atol=8e-3, rtol=2e-2)
