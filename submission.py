@@ -6,7 +6,8 @@ custom_kernel(data) -> (total_q, 16, 512) bf16 attention output; data is the run
 kv_indptr, config). 16 query heads share one 576-wide latent KV head; the values are its first 512 dims.
 
 Contents, in the order of a gfx950 call:
-  1. custom_kernel and the dispatch   validate, choose (measured table, first-call tuning, prediction), run a plan
+  1. custom_kernel and the dispatch   the input's key -> its plan -> plan.run; a key's first call plans: validate,
+                                     choose (measured table, first-call tuning, prediction), check; STATE
   2. first-call tuning                the runner's untimed first call times the candidates; the machine probes
   3. plans                            variants in fallback order (variants_for), launch shapes, scratch, checks
   4. the Gluon kernel (ONCE family)   gfx950: the raw tile copied to LDS once, read as K and V
@@ -19,7 +20,8 @@ Contents, in the order of a gfx950 call:
 Environment: MLA_PATH=triton|aiter forces a path, MLA_CONVERT=portable the portable conversion,
 MLA_GLUON=0 turns the Gluon kernel off, MLA_CHECK=1 checks the indptr values on every call, MLA_TUNE=0
 turns first-call tuning off (1: also on a CPU), MLA_TABLE=0 ignores the table, MLA_PROBES=0 the machine
-probes. tests/test_surface.py declares the names eval.py, tools/ and tests/ use; docs/design.md the design,
+probes; each is read when a key is planned, never in a timed call. tests/test_surface.py declares the names
+eval.py, tools/ and tests/ use; docs/design.md the design,
 docs/code_notes.md the longer reasons behind each definition.
 """
 import contextlib
