@@ -820,13 +820,13 @@ def _run_tune_case(test: TestCase, runs: int) -> list:
     try:
         for choice in tune_candidates(submission, batch, kv_len, device):
             table[(batch, kv_len)] = choice
-            submission._PLANS.clear()
+            submission.STATE.plans.clear()
             row = {"choice": list(choice)}
             try:
                 output = submission.custom_kernel(_clone_data(data))
                 _synchronize()
                 good, message = _check(data, output)
-                plan = next(reversed(submission._PLANS.values()))
+                plan = next(reversed(submission.STATE.plans.values()))
                 variant = getattr(plan, "variant", None)
                 if variant is not None:
                     row["variant"] = variant.describe()
@@ -850,7 +850,7 @@ def _run_tune_case(test: TestCase, runs: int) -> list:
             table.pop((batch, kv_len), None)
         else:
             table[(batch, kv_len)] = saved
-        submission._PLANS.clear()
+        submission.STATE.plans.clear()
     return rows
 
 
@@ -1227,8 +1227,18 @@ def merge_measured_table(source: str, arch: str, best: dict, provenance: str) ->
     lines += [f"    {name!r}: {measured_on[name]!r}," for name in sorted(measured_on)]
     lines += ["}", TABLE_END]
     block = "\n".join(lines)
-    head, rest = source.split(TABLE_BEGIN, 1)
-    return head + block + rest.split(TABLE_END, 1)[1], block
+    return with_block(source, TABLE_BEGIN, TABLE_END, block), block
+
+
+def with_block(text: str, begin: str, end: str, block: str) -> str:
+    """`text` with `block` (its own begin and end lines included) in place of the text from the
+    marker `begin` through the marker `end`: the one writer of submission.py's generated blocks
+    (MEASURED DISPATCH and MEASURED MACHINE here; EMULATOR PROVEN and MI355X PREDICTION through
+    tools/common.replace_block). ValueError when `text` lacks either marker."""
+    if begin not in text or end not in text.split(begin, 1)[1]:
+        raise ValueError(f"no {begin!r} ... {end!r} block")
+    head, rest = text.split(begin, 1)
+    return head + block + rest.split(end, 1)[1]
 
 
 def write_measured_table(path: Path, arch: str, best: dict, provenance: str) -> str:
@@ -1242,17 +1252,38 @@ def write_measured_table(path: Path, arch: str, best: dict, provenance: str) -> 
 
 
 def source_id(text: str) -> str:
-    """A submission's source id: the first 12 hex digits of the sha256 of its UTF-8 text with
-    the MEASURED DISPATCH block taken out (from the BEGIN marker's text through the END
-    marker's text: text.split(BEGIN, 1)[0] + text.split(END, 1)[1]), then the MEASURED
-    MACHINE block the same way and the newline after its END marker, so that writing either
-    block, or adding the machine block's lines to a file without one, leaves it unchanged. The submission's first-call tuning report names it (`source
-    <id>` in its MEASURED_ON line; submission.SOURCE_ID must equal this for its own file,
-    read as text); `ingest` checks it. A text without both markers is hashed whole."""
-    for begin, end, line_end in ((TABLE_BEGIN, TABLE_END, ""), (MACHINE_BEGIN, MACHINE_END, "\n")):
-        if begin in text and end in text:
-            text = text.split(begin, 1)[0] + text.split(end, 1)[1].removeprefix(line_end)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    """A submission's source id, computed by submission.py's own `source_id` (the file beside
+    eval.py; one definition, its docstring says what it hashes: the text without its MEASURED
+    DISPATCH and MEASURED MACHINE blocks, so that writing either leaves the id unchanged).
+    The submission's first-call tuning report names it (`source <id>` in its MEASURED_ON
+    line); `ingest` checks it."""
+    return _submission_source_id()(text)
+
+
+_SOURCE_ID_PARTS = ("source_id", "TABLE_BEGIN", "TABLE_END", "MACHINE_BEGIN", "MACHINE_END")
+_SOURCE_ID_FUNCTION = []
+
+
+def _submission_source_id():
+    """submission.py's source_id with the markers it reads, taken from the file's text (not
+    imported: no kernels built, no aiter imported); ValueError naming what is missing."""
+    if not _SOURCE_ID_FUNCTION:
+        path = HERE / "submission.py"
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ValueError(f"source_id is submission.py's, beside eval.py: cannot read {path}: {exc.strerror}")
+        nodes = [node for node in tree.body
+                 if (isinstance(node, ast.FunctionDef) and node.name in _SOURCE_ID_PARTS)
+                 or (isinstance(node, ast.Assign) and len(node.targets) == 1
+                     and getattr(node.targets[0], "id", None) in _SOURCE_ID_PARTS)]
+        namespace = {"hashlib": hashlib}
+        exec(compile(ast.Module(body=nodes, type_ignores=[]), str(path), "exec"), namespace)  # noqa: S102
+        missing = [name for name in _SOURCE_ID_PARTS if name not in namespace]
+        if missing:
+            raise ValueError(f"{path} lacks {', '.join(missing)}: eval.py's source_id is the submission's")
+        _SOURCE_ID_FUNCTION.append(namespace["source_id"])
+    return _SOURCE_ID_FUNCTION[0]
 
 
 # ---------------------------------------------------------------------------------------
@@ -1409,8 +1440,7 @@ def merge_machine_block(source: str, arch: str, figures: dict, provenance: str) 
         lines.append("    },")
     lines += ["}", "MACHINE_ON = {"] + [f"    {name!r}: {machine_on[name]!r}," for name in sorted(machine_on)]
     block = "\n".join(lines + ["}", MACHINE_END])
-    head, rest = source.split(MACHINE_BEGIN, 1)
-    return head + block + rest.split(MACHINE_END, 1)[1], block
+    return with_block(source, MACHINE_BEGIN, MACHINE_END, block), block
 
 
 def _source_problem(where, name, provenance, target_id, target_name, field="MEASURED_ON"):
@@ -1465,10 +1495,10 @@ def ingest(log_path, target_path, arch=None, force=False) -> str:
         raise IngestError(f"cannot read {exc.filename}: {exc.strerror}") from None
     if TABLE_BEGIN not in source or TABLE_END not in source:
         raise IngestError(f"{target} has no {TABLE_BEGIN!r} ... {TABLE_END!r} block to write into")
-    target_id = source_id(source)
     machines = _machine_merges(log_text, log_name, source, target, arch, force)
     merges, found_archs = [], set()
     blocks = marked_blocks(log_text, log_name) if machines else report_blocks(log_text, log_name)
+    target_id = source_id(source)
     for line_number, text in blocks:
         where = f"{log_name} line {line_number}"
         table, measured_on, times_us = parse_report_block(text, where)

@@ -6,7 +6,8 @@ custom_kernel(data) -> (total_q, 16, 512) bf16 attention output; data is the run
 kv_indptr, config). 16 query heads share one 576-wide latent KV head; the values are its first 512 dims.
 
 Contents, in the order of a gfx950 call:
-  1. custom_kernel and the dispatch   validate, choose (measured table, first-call tuning, prediction), run a plan
+  1. custom_kernel and the dispatch   the input's key -> its plan -> plan.run; a key's first call plans: validate,
+                                     choose (measured table, first-call tuning, prediction), check; STATE
   2. first-call tuning                the runner's untimed first call times the candidates; the machine probes
   3. plans                            variants in fallback order (variants_for), launch shapes, scratch, checks
   4. the Gluon kernel (ONCE family)   gfx950: the raw tile copied to LDS once, read as K and V
@@ -19,7 +20,8 @@ Contents, in the order of a gfx950 call:
 Environment: MLA_PATH=triton|aiter forces a path, MLA_CONVERT=portable the portable conversion,
 MLA_GLUON=0 turns the Gluon kernel off, MLA_CHECK=1 checks the indptr values on every call, MLA_TUNE=0
 turns first-call tuning off (1: also on a CPU), MLA_TABLE=0 ignores the table, MLA_PROBES=0 the machine
-probes. tests/test_surface.py declares the names eval.py, tools/ and tests/ use; docs/design.md the design,
+probes; each is read when a key is planned, never in a timed call. tests/test_surface.py declares the names
+eval.py, tools/ and tests/ use; docs/design.md the design,
 docs/code_notes.md the longer reasons behind each definition.
 """
 import contextlib
@@ -108,6 +110,52 @@ DIRECT_C, FUSED_C = tl.constexpr(MERGE_DIRECT), tl.constexpr(MERGE_FUSED)
 # =======================================================================================
 
 def custom_kernel(data: input_t) -> output_t:
+    """The timed call: the input's key (input_key) -> its plan -> plan.run(data). A key not seen yet is planned by
+    _first_call (validation, tuning, the choice, the plan, its checks); a steady-state call reads no environment,
+    makes no choice and checks nothing the key fixed (tests/test_plan_run.py counts its calls)."""
+    try:
+        key = input_key(*data)
+        plan = STATE.plans[key]
+    except Exception:  # noqa: BLE001 - a new key (KeyError), or input that _first_call rejects by name
+        return _first_call(data)
+    STATE.plans.move_to_end(key)
+    return plan.run(data)
+
+
+def input_key(q, kv_data, qo_indptr, kv_indptr, config):
+    """What a plan fixes about an input: the config, and of every tensor a path reads its shape, strides, dtype,
+    device, address modulo 16 and storage bytes from its first element (what gluon_layout_problem reads)."""
+    key = [tuple(config.items())]
+    for tensor in (q, qo_indptr, kv_indptr, *kv_data.get("mxfp4", ()), *kv_data.get("fp8", ())):
+        key += (tensor.shape, tensor.stride(), tensor.dtype, tensor.device, tensor.data_ptr() % 16,
+                tensor.untyped_storage().nbytes() - tensor.storage_offset() * tensor.element_size())
+    return tuple(key)
+
+
+class State:
+    """Every piece of this process's mutable state; STATE.reset() starts afresh (tests)."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self):
+        self.plans = OrderedDict()  # input_key -> the plan custom_kernel runs; ("choice", ...) -> a choice's plan
+        self.tuned = {}  # (arch, batch, kv_len) -> the fastest choice measured in this process
+        self.tune_log = fresh_tune_log()  # first-call tuning's record (tuning_report)
+        self.predictions = {}  # (batch, kv_len, device, failed variants) -> predicted_choice
+        self.flush = {}  # device -> the buffer the cache flush of a timed tuning run writes
+        self.machine = {}  # device -> its machine probes' record
+        self.failed_variants = set()  # variants that failed to build, fit or launch, or failed a check
+        self.warned = set()  # the keys _warn_once has warned for
+        self.check_log = []  # (variant, what, seconds, verdict) of every check
+        self.launch_marks = None  # (what, start, end) events of every launch while kernel_times_us sets a list
+        self.recording = None  # the launches of a plan's first run, while _TritonPlan._first_run sets a list
+        self.aiter, self.aiter_error = _import_aiter()  # aiter's decode API, or None and why not
+
+
+def _first_call(data):
+    """A key's first call: validate, tune (the case's first call), choose, plan and run with the checks; the plan
+    is kept for the key."""
     q, kv_data, qo_indptr, kv_indptr, batch, kv_len, sm_scale = _validate(data)
     device = q.device
     if _needs_tuning(batch, kv_len, device):
@@ -115,51 +163,60 @@ def custom_kernel(data: input_t) -> output_t:
             choice, q, kv_data, qo_indptr, kv_indptr, batch, sm_scale)[1])
     choice = choose(batch, kv_len, device)
     if choice[0] == "aiter":
-        api = AITER
+        api = STATE.aiter
         try:
-            return _run_choice(choice, q, kv_data, qo_indptr, kv_indptr, batch, sm_scale)[0]
+            out, plan = _run_choice(choice, q, kv_data, qo_indptr, kv_indptr, batch, sm_scale)
+            return _keep(data, _AiterCall(plan, sm_scale, _first_call), out)
         except Exception as exc:  # noqa: BLE001 - sorted: only a failure inside aiter falls back
             if os.environ.get("MLA_PATH") == "aiter" or _fatal(exc, device) or not _raised_by_aiter(exc, api):
                 raise
             _disable_aiter(f"it raised at call time: {error_summary(exc)[:800]}", device)
             choice = choose(batch, kv_len, device)
-    return _run_choice(choice, q, kv_data, qo_indptr, kv_indptr, batch, sm_scale)[0]
+    out, plan = _run_choice(choice, q, kv_data, qo_indptr, kv_indptr, batch, sm_scale)
+    return _keep(data, plan, out)
+
+
+def _keep(data, plan, out):
+    """plan kept as the one custom_kernel runs for data's key (MLA_CHECK=1: none, every call checks) -> out."""
+    if os.environ.get("MLA_CHECK") != "1":
+        _plan(input_key(*data), lambda: plan)
+    return out
 
 
 def _run_choice(choice, q, kv_data, qo_indptr, kv_indptr, batch, sm_scale):
-    """One call in one choice: its plan (built on a miss) runs -> (a new output, the plan)."""
+    """One call in one choice: its plan for this input (built and checked on a miss) runs -> (output, plan)."""
     device = q.device
     if choice[0] == "aiter":
         kv8, kv_scale = _fp8_operands(kv_data, device)
-        key = ("aiter", batch, kv8.shape[0], device, kv8.dtype)
-        plan = _plan(key, lambda: _AiterPlan(AITER, batch, kv8.shape[0], device, AITER["fp8"], kv8.dtype),
+        key = ("choice", choice, batch, kv8.shape[0], device, kv8.dtype)
+        aiter = STATE.aiter
+        plan = _plan(key, lambda: _AiterPlan(aiter, batch, kv8.shape[0], device, aiter["fp8"], kv8.dtype),
                      qo_indptr, kv_indptr, kv8.shape[0])
         return plan.run(q, kv8, kv_scale, qo_indptr, kv_indptr, sm_scale), plan
     packed, scales = _mxfp4_operands(kv_data, device)
     if not _word_aligned(packed):
         _warn_once("unaligned", "kv_data['mxfp4'][0] rows are not 4-byte aligned: copying them on every call (slow)")
-        packed = packed.contiguous() if packed.stride(0) % WORD_BYTES else packed.clone()
     launch = make_launch(*choice[1:])
-    key = ("triton", batch, launch, packed.shape[0], device, sm_scale)
+    key = ("choice", ("triton", *launch), input_key(q, kv_data, qo_indptr, kv_indptr, {}), sm_scale)
     plan = _plan(key, lambda: _TritonPlan(batch, launch, device, sm_scale), qo_indptr, kv_indptr, packed.shape[0])
-    return plan.run(q, packed, scales, qo_indptr, kv_indptr), plan
+    return plan.run((q, kv_data, qo_indptr, kv_indptr)), plan
 
 
-_PLANS = OrderedDict()
 MAX_PLANS = 32
 
 
 def _plan(key, factory, qo_indptr=None, kv_indptr=None, total_kv=None):
-    """The cached plan for key, built by factory() on a miss (after the value check)."""
-    plan = _PLANS.get(key)
+    """The cached plan for key, built by factory() on a miss (after the value check); the least recently used
+    is dropped past MAX_PLANS."""
+    plan = STATE.plans.get(key)
     if kv_indptr is not None and (plan is None or os.environ.get("MLA_CHECK") == "1"):
         check_indptr_values(qo_indptr, kv_indptr, total_kv)
     if plan is None:
-        plan = _PLANS[key] = factory()
-        if len(_PLANS) > MAX_PLANS:
-            _PLANS.popitem(last=False)
+        plan = STATE.plans[key] = factory()
+        if len(STATE.plans) > MAX_PLANS:
+            STATE.plans.popitem(last=False)
     else:
-        _PLANS.move_to_end(key)
+        STATE.plans.move_to_end(key)
     return plan
 
 
@@ -179,18 +236,18 @@ PATHS = ("triton", "aiter")
 
 
 def choose(batch, kv_len, device):
-    """The choice for one case: MLA_PATH, else the measured table, else TUNED, else the prediction."""
+    """The choice for one case: MLA_PATH, else the measured table, else STATE.tuned, else the prediction."""
     forced = os.environ.get("MLA_PATH")
     if forced is not None and forced not in PATHS:
         _fail(ValueError, f"MLA_PATH must be one of {PATHS}, got {forced!r}")
-    if forced == "aiter" and AITER is None:
-        _fail(ValueError, f"MLA_PATH=aiter but aiter is unavailable: {AITER_ERROR}")
+    if forced == "aiter" and STATE.aiter is None:
+        _fail(ValueError, f"MLA_PATH=aiter but aiter is unavailable: {STATE.aiter_error}")
     choice = None
-    for known in (measured_table(device).get((batch, kv_len)), TUNED.get((_arch(device), batch, kv_len))):
-        if choice is None and known is not None and (known[0] != "aiter" or AITER is not None):
+    for known in (measured_table(device).get((batch, kv_len)), STATE.tuned.get((_arch(device), batch, kv_len))):
+        if choice is None and known is not None and (known[0] != "aiter" or STATE.aiter is not None):
             choice = known
     if choice is None:
-        choice = _cached_prediction(batch, kv_len, device, len(FAILED_VARIANTS))
+        choice = _cached_prediction(batch, kv_len, device)
     if forced == "aiter":
         return ("aiter",)
     if forced == "triton" and choice[0] != "triton":
@@ -203,10 +260,12 @@ def choose(batch, kv_len, device):
     return ("triton", *launch)
 
 
-@functools.lru_cache(maxsize=256)
-def _cached_prediction(batch, kv_len, device, failures_so_far):
-    """predicted_choice, once per case and device (failures_so_far: recomputed after a variant fails)."""
-    return predicted_choice(batch, kv_len, device, _num_sms(device))
+def _cached_prediction(batch, kv_len, device):
+    """predicted_choice, once per case, device and count of failed variants (STATE.predictions)."""
+    key = (batch, kv_len, device, len(STATE.failed_variants))
+    if key not in STATE.predictions:
+        STATE.predictions[key] = predicted_choice(batch, kv_len, device, _num_sms(device))
+    return STATE.predictions[key]
 
 
 # predicted_choice takes the latency model's fastest candidate among these forms (docs/performance.md, v15).
@@ -338,7 +397,7 @@ def proven_fastest(batch, kv_len, device):
     for _, choice in PREDICTED_US.get((batch, kv_len), ()):
         launch = make_launch(*choice[1:])
         variant = launch_variants(launch, device)[0]
-        if variant.describe() in EMULATOR_PROVEN and variant not in FAILED_VARIANTS and \
+        if variant.describe() in EMULATOR_PROVEN and variant not in STATE.failed_variants and \
                 (launch.scores != ONCE_SCORES or variant.gluon):
             return ("triton", *launch)
     return None
@@ -355,10 +414,11 @@ def predicted_choice(batch, kv_len, device, num_sms):
         return proven
     if arch in SCALED_NATIVE:
         scaled = scaled_launch(batch, kv_len, num_sms)
-        if launch_variants(scaled, device)[0] not in FAILED_VARIANTS:
+        if launch_variants(scaled, device)[0] not in STATE.failed_variants:
             return ("triton", *scaled)
     native = launch_variants(launch, device)[0]
-    if AITER is not None and (native.convert == PORTABLE or native in FAILED_VARIANTS) and batch * kv_len > 65536:
+    native_failed = native.convert == PORTABLE or native in STATE.failed_variants
+    if STATE.aiter is not None and native_failed and batch * kv_len > 65536:
         return ("aiter",)
     return ("triton", *launch)
 
@@ -397,7 +457,6 @@ def _one_stage_only(device):
 # 2. First-call tuning: measure the candidates on the machine itself
 # =======================================================================================
 # The runner's untimed first call of a case the table lacks times ranked_candidates, keeps the fastest (docs/design.md).
-TUNED = {}  # (arch, batch, kv_len) -> the fastest choice measured in this process
 TUNE_CASES = 8  # the leaderboard's benchmark cases: each gets an equal share of the budgets
 TUNE_CASE_WALL_S = 40.0  # one case's builds, checks, first runs, timed runs and kernel times
 TUNE_CASE_TIMING_S = 0.5  # of which its timed runs at most
@@ -409,13 +468,11 @@ FLUSH_REPEATS = 4  # ~0.3 ms of GPU work queued ahead of the start event hides t
 
 
 def fresh_tune_log():
-    """An empty record of first-call tuning (TUNE_LOG)."""
+    """An empty record of first-call tuning (STATE.tune_log)."""
     return {"header": None, "cases": [], "spent_timing_s": 0.0, "spent_wall_s": 0.0, "printed": set(),
             "aiter_build": None, "build_estimate_s": 0.0, "machine": None}
 
 
-TUNE_LOG = fresh_tune_log()
-_FLUSH = {}
 TABLE_BEGIN = "# --- BEGIN " + "MEASURED DISPATCH ---"  # in two parts: only the blocks hold the markers
 TABLE_END = "# --- END " + "MEASURED DISPATCH ---"
 MACHINE_BEGIN = "# --- BEGIN " + "MEASURED MACHINE ---"
@@ -423,9 +480,11 @@ MACHINE_END = "# --- END " + "MEASURED MACHINE ---"
 
 
 def source_id(text):
-    """sha256 (12 hex digits) of a submission's text without its MEASURED blocks (eval.py ingest compares it)."""
+    """sha256 (12 hex digits) of a submission's text without its MEASURED DISPATCH block (BEGIN through END marker)
+    and MEASURED MACHINE block (and the newline after it): writing or adding either keeps the id. The one definition:
+    eval.py's source_id is this function (ingest compares it); a text without both markers is hashed whole."""
     for begin, end, line_end in ((TABLE_BEGIN, TABLE_END, ""), (MACHINE_BEGIN, MACHINE_END, "\n")):
-        if begin in text and end in text:  # the machine block's newline too (eval.source_id)
+        if begin in text and end in text:
             text = text.split(begin, 1)[0] + text.split(end, 1)[1].removeprefix(line_end)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
@@ -446,9 +505,9 @@ def _needs_tuning(batch, kv_len, device):
     if mode != "1" and device.type != "cuda":
         return False
     arch = _arch(device)
-    if (batch, kv_len) in measured_table(device) or (arch, batch, kv_len) in TUNED:
+    if (batch, kv_len) in measured_table(device) or (arch, batch, kv_len) in STATE.tuned:
         return False
-    return len(TUNE_LOG["cases"]) < TUNE_CASES or TUNE_LOG["spent_wall_s"] < TUNE_TOTAL_WALL_S
+    return len(STATE.tune_log["cases"]) < TUNE_CASES or STATE.tune_log["spent_wall_s"] < TUNE_TOTAL_WALL_S
 
 
 def _split_neighbours(launch, kv_len):
@@ -487,7 +546,7 @@ def candidate_groups(batch, kv_len, device):
              if choice[0] == "triton" and make_launch(*choice[1:]).num_splits > 1]  # of several splits
     if fused:
         groups.append(("fused", fused))
-    if AITER is not None:
+    if STATE.aiter is not None:
         groups.append(("aiter", [("aiter",)]))
     return groups
 
@@ -504,10 +563,10 @@ def ranked_candidates(batch, kv_len, device):
 def _queue_flush(device):
     """The cache flush queued ahead of a timed run, as the runner's calls have (a GPU only)."""
     if device.type == "cuda":
-        if device not in _FLUSH:
-            _FLUSH[device] = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device=device)
+        if device not in STATE.flush:
+            STATE.flush[device] = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device=device)
         for value in range(FLUSH_REPEATS):
-            _FLUSH[device].fill_(value)
+            STATE.flush[device].fill_(value)
 
 
 def time_call_us(run, device):
@@ -523,15 +582,14 @@ def time_call_us(run, device):
 
 
 def kernel_times_us(run, device):
-    """[(kernel, us)] of one run after the flush, in launch order: events around each launch (_LAUNCH_MARKS; an
+    """[(kernel, us)] of one run after the flush, in launch order: events around each launch (STATE.launch_marks; an
     aiter call: one span; a CPU: host clock). Not torch.profiler: it has hung on gfx950 (docs/design.md)."""
-    global _LAUNCH_MARKS
     _queue_flush(device)
-    _LAUNCH_MARKS = marks = []
+    STATE.launch_marks = marks = []
     try:
         run()
     finally:
-        _LAUNCH_MARKS = None
+        STATE.launch_marks = None
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return [(name, start.elapsed_time(end) * 1e3) for name, start, end in marks]
@@ -560,7 +618,7 @@ def _build_aiter(run_choice, clock, device):
         if _fatal(exc, device):
             raise
         error = error_summary(exc)[:800]  # a moved API's message ends with its signature
-    TUNE_LOG["aiter_build"] = {"seconds": clock() - start, "error": error}
+    STATE.tune_log["aiter_build"] = {"seconds": clock() - start, "error": error}
     if error is not None:
         _disable_aiter(f"its first run failed: {error}", device)
     return error is None
@@ -568,23 +626,24 @@ def _build_aiter(run_choice, clock, device):
 
 def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, timer=time_call_us,
                     profiler=kernel_times_us):
-    """Time one case's ranked candidates within its budget; the fastest to TUNED -> the pick. run_choice(choice)
+    """Time one case's ranked candidates within its budget; the fastest to STATE.tuned -> the pick. run_choice(choice)
     -> the plan (None for aiter); timer(run, device) -> us; profiler(run, device) -> [(kernel, us)]; clock() -> s.
     A candidate that fails, or ran a fallback, is reported, never picked; OOM, device faults and our bugs raise."""
     _log_header(device)
     candidates = ranked_candidates(batch, kv_len, device)
     entry = {"case": (batch, kv_len), "tried": [], "failed": [], "skipped": [], "pick": None,
              "build_s": 0.0, "ran": {}, "kernels": None, "profile_error": None}
-    if ("aiter",) in candidates and TUNE_LOG["aiter_build"] is None and not _build_aiter(run_choice, clock, device):
+    log = STATE.tune_log
+    if ("aiter",) in candidates and log["aiter_build"] is None and not _build_aiter(run_choice, clock, device):
         candidates.remove(("aiter",))
-        entry["failed"].append((("aiter",), TUNE_LOG["aiter_build"]["error"]))
-    wall_start, checks_before = clock(), len(CHECK_LOG)
-    entry["budget_s"] = budget_s = TUNE_CASE_WALL_S if len(TUNE_LOG["cases"]) < TUNE_CASES else \
-        min(TUNE_CASE_WALL_S, TUNE_TOTAL_WALL_S - TUNE_LOG["spent_wall_s"])  # past the 8 cases: what is left
+        entry["failed"].append((("aiter",), STATE.tune_log["aiter_build"]["error"]))
+    wall_start, checks_before = clock(), len(STATE.check_log)
+    entry["budget_s"] = budget_s = TUNE_CASE_WALL_S if len(STATE.tune_log["cases"]) < TUNE_CASES else \
+        min(TUNE_CASE_WALL_S, TUNE_TOTAL_WALL_S - STATE.tune_log["spent_wall_s"])  # past the 8 cases: what is left
     alive = []
     for choice in candidates:
         if alive and choice != ("aiter",) and \
-                clock() - wall_start + TUNE_LOG["build_estimate_s"] > budget_s - TUNE_CASE_TIMING_S:
+                clock() - wall_start + STATE.tune_log["build_estimate_s"] > budget_s - TUNE_CASE_TIMING_S:
             entry["skipped"].append(choice)
             continue
         start = clock()
@@ -598,7 +657,7 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
         finally:
             seconds = clock() - start
             entry["build_s"] += seconds
-            TUNE_LOG["build_estimate_s"] = max(TUNE_LOG["build_estimate_s"], seconds)
+            STATE.tune_log["build_estimate_s"] = max(STATE.tune_log["build_estimate_s"], seconds)
         variants = getattr(plan, "variants", None)
         if variants and plan.variant != variants[0]:
             why = "; ".join(f"{variant.describe()}: {reason}" for variant, reason in plan.failures)
@@ -615,24 +674,24 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
             alive = [c for c in alive if sum(c[1]) / len(c[1]) <= TUNE_KEEP_WITHIN * leader] or alive
         if clock() - timing_start > TUNE_CASE_TIMING_S or clock() - wall_start > budget_s:
             break
-    TUNE_LOG["spent_timing_s"] += clock() - timing_start
+    STATE.tune_log["spent_timing_s"] += clock() - timing_start
     measured = [(sum(t) / len(t), choice, len(t)) for choice, t in timed if t]
     entry["tried"] = sorted(measured)
-    TUNED[(_arch(device), batch, kv_len)] = None  # tuned once, even where no candidate ran (choose: the prediction)
+    STATE.tuned[(_arch(device), batch, kv_len)] = None  # tuned once, even where none ran (choose: the prediction)
     if measured:
         entry["pick"] = min(measured)[1]
         entry["pick_us"] = min(measured)[0]
-        TUNED[(_arch(device), batch, kv_len)] = entry["pick"]
+        STATE.tuned[(_arch(device), batch, kv_len)] = entry["pick"]
         try:
             entry["kernels"] = profiler(lambda: run_choice(entry["pick"]), device)
         except Exception as exc:  # noqa: BLE001 - best effort: the report says why, the call goes on
             if _fatal(exc, device):
                 raise
             entry["profile_error"] = error_summary(exc)[:160]
-    entry["check_s"] = sum(seconds for _, _, seconds, _ in CHECK_LOG[checks_before:])
+    entry["check_s"] = sum(seconds for _, _, seconds, _ in STATE.check_log[checks_before:])
     entry["wall_s"] = clock() - wall_start
-    TUNE_LOG["spent_wall_s"] += entry["wall_s"]
-    TUNE_LOG["cases"].append(entry)
+    STATE.tune_log["spent_wall_s"] += entry["wall_s"]
+    STATE.tune_log["cases"].append(entry)
     _print_report(entry)
     return entry["pick"]
 
@@ -640,7 +699,7 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
 def _run_as_ranked(run_choice, choice):
     """One run of `choice` as the ranked mode runs it: a fresh input, so aiter rebuilds its metadata."""
     if choice[0] == "aiter":
-        for plan in _PLANS.values():
+        for plan in STATE.plans.values():
             if isinstance(plan, _AiterPlan):
                 plan.forget_metadata()
     return run_choice(choice)
@@ -648,15 +707,15 @@ def _run_as_ranked(run_choice, choice):
 
 def _log_header(device):
     """The report's header, once per record; the machine probes (once per process) with it."""
-    if TUNE_LOG["header"] is None:
-        aiter_state = (f"aiter written against {AITER_COMMIT}, found {aiter_commit_found()}" if AITER is not None
-                       else f"aiter: {AITER_ERROR}")
+    if STATE.tune_log["header"] is None:
+        aiter_state = (f"aiter written against {AITER_COMMIT}, found {aiter_commit_found()}" if STATE.aiter is not None
+                       else f"aiter: {STATE.aiter_error}")
         name = _device_name(device)
-        TUNE_LOG["header"] = (f"architecture {_arch(device)}, {name}, torch {torch.__version__}, "
+        STATE.tune_log["header"] = (f"architecture {_arch(device)}, {name}, torch {torch.__version__}, "
                               f"triton {triton.__version__}, {aiter_state}, source {SOURCE_ID}")
         timer_name = "device events around each launch" if device.type == "cuda" else "host clock, interpreter"
-        TUNE_LOG.update(arch=_arch(device), device=name, kernel_timer=timer_name)
-        TUNE_LOG["machine"] = machine_probes(device)
+        STATE.tune_log.update(arch=_arch(device), device=name, kernel_timer=timer_name)
+        STATE.tune_log["machine"] = machine_probes(device)
 
 
 def _device_name(device):
@@ -675,7 +734,7 @@ def _case_lines(entry):
             f"{describe_choice(choice)} {us:.1f} ({runs})" for us, choice, runs in entry["tried"]))
     if entry["kernels"] is not None:
         total = sum(us for _, us in entry["kernels"])
-        lines.append(f"    kernels of the pick, us each ({TUNE_LOG.get('kernel_timer')}): " + ", ".join(
+        lines.append(f"    kernels of the pick, us each ({STATE.tune_log.get('kernel_timer')}): " + ", ".join(
             f"{name[:48]} {us:.1f}" for name, us in entry["kernels"]) + f"; sum {total:.1f}")
     elif entry["profile_error"]:
         lines.append(f"    kernels of the pick: not timed ({entry['profile_error']})")
@@ -691,10 +750,10 @@ def _case_lines(entry):
 def measured_block():
     """This process's tuned choices as a MEASURED DISPATCH block, in eval.py's format (`ingest` reads it)."""
     by_arch = {}
-    for entry in TUNE_LOG["cases"]:
+    for entry in STATE.tune_log["cases"]:
         if entry["pick"] is not None:
-            by_arch.setdefault(TUNE_LOG.get("arch"), {})[entry["case"]] = (entry["pick"], entry["pick_us"])
-    provenance = (f"{TUNE_LOG.get('device')}, torch {torch.__version__}, triton {triton.__version__}, "
+            by_arch.setdefault(STATE.tune_log.get("arch"), {})[entry["case"]] = (entry["pick"], entry["pick_us"])
+    provenance = (f"{STATE.tune_log.get('device')}, torch {torch.__version__}, triton {triton.__version__}, "
                   f"{time.strftime('%Y-%m-%d')}: first-call tuning, source {SOURCE_ID}")
     lines = [TABLE_BEGIN, "MEASURED_DISPATCH = {"]
     for arch, cases in sorted(by_arch.items()):
@@ -708,29 +767,30 @@ def measured_block():
 def _header_lines():
     """The report's lines before the cases: the title with the versions, aiter's build, failed variants."""
     lines = ["submission: first-call tuning (MLA_TUNE=0 turns it off; a candidate reads: family tTILE "
-             "wWARPS sSPLITS stSTAGES merge): " + TUNE_LOG["header"]]
-    build = TUNE_LOG["aiter_build"]
+             "wWARPS sSPLITS stSTAGES merge): " + STATE.tune_log["header"]]
+    build = STATE.tune_log["aiter_build"]
     if build is not None:
         lines.append(f"  aiter build (its first run: JIT modules; outside the tuning budgets): {build['seconds']:.1f} s"
                      + (f", failed: {build['error']}" if build["error"] else ""))
-    return lines + [f"  variant failed: {variant.describe()}" for variant in sorted(FAILED_VARIANTS)]
+    return lines + [f"  variant failed: {variant.describe()}" for variant in sorted(STATE.failed_variants)]
 
 
 def tuning_report():
     """This process's first-call tuning report (docs/design.md, "The report"); "" before any."""
-    if TUNE_LOG["header"] is None:
+    if STATE.tune_log["header"] is None:
         return ""
-    lines = _header_lines() + (machine_lines(TUNE_LOG["machine"]) if TUNE_LOG["machine"] else [])
-    lines += [line for entry in TUNE_LOG["cases"] for line in _case_lines(entry)]
-    lines.append(f"  spent: timed runs {TUNE_LOG['spent_timing_s']:.2f} s (at most {TUNE_CASE_TIMING_S} s a case), "
-                 f"everything {TUNE_LOG['spent_wall_s']:.1f} s (at most {TUNE_CASE_WALL_S:.0f} s a case)")
+    lines = _header_lines() + (machine_lines(STATE.tune_log["machine"]) if STATE.tune_log["machine"] else [])
+    lines += [line for entry in STATE.tune_log["cases"] for line in _case_lines(entry)]
+    log = STATE.tune_log
+    lines.append(f"  spent: timed runs {log['spent_timing_s']:.2f} s (at most {TUNE_CASE_TIMING_S} s a case), "
+                 f"everything {log['spent_wall_s']:.1f} s (at most {TUNE_CASE_WALL_S:.0f} s a case)")
     return "\n".join(lines + [measured_block()])
 
 
 def _print_report(entry):
     """Print the new header lines, the case's and the block so far (a pool worker may end without atexit)."""
-    fresh = [line for line in _header_lines() if line not in TUNE_LOG["printed"]]
-    TUNE_LOG["printed"].update(fresh)
+    fresh = [line for line in _header_lines() if line not in STATE.tune_log["printed"]]
+    STATE.tune_log["printed"].update(fresh)
     print("\n".join(fresh + _case_lines(entry) + [measured_block()]), file=sys.stderr, flush=True)
 
 
@@ -738,7 +798,6 @@ def _print_report(entry):
 PROBE_BUDGET_S = 2.0  # all probes' wall time, builds included, at the first tuning call of a process on a GPU
 PROBE_RUNS = 5
 COPY_BLOCK = 8192  # int32 words one program of the copy moves
-MACHINE = {}  # device -> its probes' record: measured once per process
 
 
 class ProbeSizes(NamedTuple):
@@ -885,15 +944,15 @@ def measure_machine(device, sizes=ProbeSizes(), clock=time.perf_counter, timer=t
 
 def machine_probes(device):
     """This process's probes of `device`: measured (a GPU, unless MLA_PROBES=0) and printed once."""
-    if device not in MACHINE:
+    if device not in STATE.machine:
         if os.environ.get("MLA_PROBES") == "0" or device.type != "cuda":
             why = "off (MLA_PROBES=0)" if device.type == "cuda" else \
                 f"not timed on a {device.type} (Triton's interpreter: no device to time)"
-            MACHINE[device] = {"arch": _arch(device), "device": _device_name(device), "off": why}
+            STATE.machine[device] = {"arch": _arch(device), "device": _device_name(device), "off": why}
         else:
-            MACHINE[device] = measure_machine(device)
-        print("\n".join(machine_lines(MACHINE[device])), file=sys.stderr, flush=True)
-    return MACHINE[device]
+            STATE.machine[device] = measure_machine(device)
+        print("\n".join(machine_lines(STATE.machine[device])), file=sys.stderr, flush=True)
+    return STATE.machine[device]
 
 
 def machine_lines(record):
@@ -963,8 +1022,8 @@ class Variant(NamedTuple):
 
 
 def _warn_once(key, message):
-    if key not in _WARNED:
-        _WARNED.add(key)
+    if key not in STATE.warned:
+        STATE.warned.add(key)
         warnings.warn(f"submission: {message}", RuntimeWarning, stacklevel=3)
 
 
@@ -976,9 +1035,6 @@ PLAIN_BLOCK_N = 16  # spill-free without the pin (32 spills on gfx950, triton 3.
 SCALED_NATIVE = {"gfx950": GFX950}  # the SCALED family's native form (elsewhere its portable twin)
 SCALED_FALLBACK_TILE = (64, 4, 1)  # (block_n, num_warps, num_stages): the BF16 launch SCALED falls back to
 ONCE_FALLBACK_TILE = (128, 8, 2)  # (block_n, num_warps, num_stages): the SCALED launch ONCE falls back to
-FAILED_VARIANTS = set()  # variants that failed to build, fit or launch, or failed a check, in this process
-_WARNED = set()  # the keys _warn_once has warned for
-CHECK_LOG = []  # (variant, what, seconds, verdict) of every check this process ran
 
 
 def gluon_capable(arch):
@@ -1116,7 +1172,6 @@ def _device_faulted(device):
 
 # Triton's compiler and backends (the AMD linker runs from there): any exception raised in them is a build failure.
 _TOOLCHAIN_DIRS = tuple(os.path.join(os.path.dirname(triton.__file__), name, "") for name in ("compiler", "backends"))
-_LAUNCH_MARKS = None  # (what, start, end) events of every launch while kernel_times_us sets it to a list
 
 
 def _raised_by_toolchain(exc):
@@ -1146,8 +1201,8 @@ def _event(device):
 
 @contextlib.contextmanager
 def _marked(name, device):
-    """Appends (name, start, end) events around the block to _LAUNCH_MARKS when it is a list."""
-    marks = _LAUNCH_MARKS
+    """Appends (name, start, end) events around the block to STATE.launch_marks when it is a list."""
+    marks = STATE.launch_marks
     if marks is None:
         yield
         return
@@ -1167,19 +1222,30 @@ def _kernel_name(kernel):
 def _launch_kernel(kernel, grid, args, constants, what):
     """kernel[grid](*args, **constants); `what` names the variant in errors. Triton's, its toolchain's and runtime
     errors become KernelLaunchError (fall back); out of memory, a faulted device and host-side bugs propagate."""
-    device = args[0].device
     try:
-        with _marked(_LAUNCH_MARKS is not None and _kernel_name(kernel), device):
+        if STATE.launch_marks is None and STATE.recording is None:
             kernel[grid](*args, **constants)
+        else:
+            _launch_observed(kernel, grid, args, constants, what)
     except torch.OutOfMemoryError as exc:
         raise torch.OutOfMemoryError(f"custom_kernel: out of device memory launching {what}: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - sorted: only a failure to build or launch falls back
         ours = not isinstance(exc, (triton.errors.TritonError, RuntimeError)) and not _raised_by_toolchain(exc)
         if ours:
             raise
+        device = args[0].device
         if _device_faulted(device):
             raise RuntimeError(f"custom_kernel: the device faulted launching {what}: {exc}") from exc
         raise KernelLaunchError(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
+def _launch_observed(kernel, grid, args, constants, what):
+    """kernel[grid](*args, **constants), appended to STATE.recording (a list: a plan's first run) and between
+    events appended to STATE.launch_marks (a list: kernel_times_us)."""
+    if STATE.recording is not None:
+        STATE.recording.append((kernel, grid, args, constants, what))
+    with _marked(STATE.launch_marks is not None and _kernel_name(kernel), args[0].device):
+        kernel[grid](*args, **constants)
 
 
 class Scratch(NamedTuple):
@@ -1228,7 +1294,9 @@ def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out
 
 
 class _TritonPlan:
-    """What depends on one call's shapes, never its data: launch, variants in fallback order, chosen one, scratch."""
+    """One input layout's Triton plan (its key fixes shapes, strides and alignment): the launch, its variants in
+    fallback order, the chosen one, the scratch, and the chosen variant's launches as its first run made them
+    (replayed by run with the call's tensors in place of that run's)."""
 
     def __init__(self, batch, launch, device, sm_scale):
         self.batch, self.device, self.sm_scale, self.launch = batch, device, sm_scale, launch
@@ -1237,6 +1305,9 @@ class _TritonPlan:
         self.scratch = make_scratch(batch, launch.num_splits, device, self.variants)
         self.combine_dims = combine_dims(batch, _num_sms(device))
         self.failures = []  # (variant, why) of the variants this plan dropped
+        self.realign = False  # the codes' rows are not 4-byte aligned: copied on every call
+        self.launches = None  # [(kernel, grid, argument list, [(position, call tensor index)], constants, what)]
+        self.needs_words = False  # a launch reads the codes as int32 words (call tensor 3)
 
     def _launch(self, variant, args):
         _attention(variant, self.launch.num_splits, *args, self.scratch, self.sm_scale, self.combine_dims)
@@ -1244,19 +1315,20 @@ class _TritonPlan:
     def _timed_check(self, variant, what, check):
         start = time.perf_counter()
         verdict = check()
-        CHECK_LOG.append((variant, what, time.perf_counter() - start, verdict))
+        STATE.check_log.append((variant, what, time.perf_counter() - start, verdict))
         if verdict is not None:
             raise SelfCheckError(f"wrong answers on the {what}: {verdict}")
 
     def _first_run(self, args):
-        """Keep the first variant passing self_check and this output's check (failures warn; all: NoVariantError)."""
+        """Keep the first variant passing self_check and this output's check (failures warn; all: NoVariantError);
+        its launches recorded for run to replay."""
         q, packed, scales, qo_indptr, kv_indptr, out = args
         for variant in self.variants:
-            if variant in FAILED_VARIANTS:
+            if variant in STATE.failed_variants:
                 self.failures.append((variant, "not run: it failed earlier in this process"))
                 continue
             problem = variant.gluon and gluon_layout_problem(q, packed, scales, self.batch, self.launch.num_splits)
-            if problem:  # this call's tensors only: not a failure of the variant
+            if problem:  # this input's layout only: not a failure of the variant
                 self.failures.append((variant, f"not run: {problem}"))
                 _warn_once(("layout", variant, problem), f"kernel variant not run ({variant.describe()}: {problem}); "
                                                          f"falling back to the next one")
@@ -1264,27 +1336,71 @@ class _TritonPlan:
             try:
                 self._timed_check(variant, "self-check (synthetic input)", lambda: self_check(
                     variant, self.launch.num_splits, (q, packed, scales), self.sm_scale, self.combine_dims))
+                STATE.recording = recorded = []
                 self._launch(variant, args)
+                STATE.recording = None
                 self._timed_check(variant, "check of the first call's output", lambda: check_output(
                     variant, q, packed, scales, kv_indptr, out, self.scratch, self.sm_scale, check_sample(self.batch)))
             except (KernelLaunchError, SelfCheckError) as exc:  # host-side bugs, OOM, faults propagate
-                FAILED_VARIANTS.add(variant)
+                STATE.failed_variants.add(variant)
                 why = error_summary(exc)[:300]
                 self.failures.append((variant, why))
                 _warn_once(("failed", variant), f"kernel variant failed ({variant.describe()}: {why}); "
                                                 f"falling back to the next one")
                 continue
+            finally:
+                STATE.recording = None
             self.variant = variant
+            self.launches = self._replayable(recorded, (q, packed, scales, packed.view(torch.int32), qo_indptr,
+                                                        kv_indptr, out))
             return
         raise NoVariantError("custom_kernel: no kernel variant could run:\n" + "\n".join(
             f"{variant.describe()}: {why}" for variant, why in self.failures))
 
-    def run(self, q, packed, scales, qo_indptr, kv_indptr):
+    def _replayable(self, recorded, call):
+        """The recorded launches with each of the call's tensors marked by position; None when a launch read a
+        tensor that is neither the call's nor the scratch's (then run launches through _attention each time)."""
+        scratch_ids = {id(tensor) for tensor in self.scratch}
+        launches = []
+        for kernel, grid, args, constants, what in recorded:
+            slots = []
+            for position, arg in enumerate(args):
+                if not isinstance(arg, torch.Tensor) or id(arg) in scratch_ids:
+                    continue
+                found = [index for index, tensor in enumerate(call) if tensor is arg]
+                if not found and arg.dtype == torch.int32 and arg.data_ptr() == call[1].data_ptr():
+                    found = [3]  # the codes as int32 words (a fresh view each call)
+                if not found:
+                    return None
+                slots.append((position, found[0]))
+                self.needs_words = self.needs_words or found[0] == 3
+            launches.append((kernel, grid, list(args), slots, constants, what))
+        return launches or None
+
+    def run(self, data):
+        """One call (data: the runner's tuple, or its first four) -> a new output."""
+        q, kv_data, qo_indptr, kv_indptr = data[0], data[1], data[2], data[3]
+        packed, scales = kv_data["mxfp4"]
+        if self.realign:
+            packed = packed.contiguous() if packed.stride(0) % WORD_BYTES else packed.clone()
         out = torch.empty((self.batch, NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=self.device)
-        args = (q, packed.view(torch.uint8), scales.view(torch.uint8), qo_indptr, kv_indptr, out)
-        if self.variant is not None and self.variant.gluon and gluon_layout_problem(*args[:3], self.batch,
-                                                                                  self.launch.num_splits):
-            self.variant = None  # a call the Gluon kernel cannot read: the next variant, checked first
+        packed, scales = packed.view(torch.uint8), scales.view(torch.uint8)
+        if self.launches is None:
+            return self._first_or_unrecorded(q, packed, scales, qo_indptr, kv_indptr, out)
+        call = (q, packed, scales, packed.view(torch.int32) if self.needs_words else None, qo_indptr, kv_indptr, out)
+        for kernel, grid, template, slots, constants, what in self.launches:
+            args = list(template)
+            for position, index in slots:
+                args[position] = call[index]
+            _launch_kernel(kernel, grid, args, constants, what)
+        return out
+
+    def _first_or_unrecorded(self, q, packed, scales, qo_indptr, kv_indptr, out):
+        """The first run (checks, realignment), or a call of a plan whose launches could not be recorded."""
+        if self.variant is None and not _word_aligned(packed):
+            self.realign = True
+            packed = packed.contiguous() if packed.stride(0) % WORD_BYTES else packed.clone()
+        args = (q, packed, scales, qo_indptr, kv_indptr, out)
         if self.variant is None:
             self._first_run(args)
         else:
@@ -1298,9 +1414,16 @@ class _TritonPlan:
 # One program per (split, sequence), grid (num_splits, batch), 4 warps, 128-token tiles; SCALED's partials/outputs.
 # LDS ring of 3 tiles (44 KB each: one workgroup per CU): codes (128, 256) B, rope (128, 64) B (32 used), scales
 # (128, 8) words (0..4 used); row t's units XOR-permuted by t (GL_*_ROW_XOR): no bank conflicts (docs/design.md).
-# Iteration i (one s_barrier; tile i + 1 stays in flight):
-#   wait tile i | copy tile i + 2 (async, global -> LDS) | S = mfma_scaled(Q e4m3 registers, K e2m1 LDS codes)
-#   | softmax, each warp its own 32 tokens | V: LDS codes as words -> bf16 in registers -> bf16 MFMA
+# Stage by iteration (_gl_tiles; slot: tile mod 3; one s_barrier an iteration). Before the loop: copy tiles 0, 1;
+# Q -> e4m3 in registers. Iteration i:
+#
+#   i | wait for  | copy global -> LDS | S = mfma_scaled(Q, K e2m1) | softmax, per warp | V: words -> bf16 -> MFMA
+#   --+-----------+--------------------+----------------------------+-------------------+-------------------------
+#   0 | tile 0    | tile 2 -> slot 2   | tile 0 (slot 0)            | tile 0            | tile 0 (slot 0)
+#   1 | tile 1    | tile 3 -> slot 0   | tile 1 (slot 1)            | tile 1            | tile 1 (slot 1)
+#   i | tile i    | tile i+2 -> (i+2)%3| tile i (slot i%3)          | tile i            | tile i (slot i%3)
+#
+# (wait_group(1): tile i + 1's copy stays in flight while tile i is read.)
 # Warp w owns tokens 16w + j, 64 + 16w + j (j < 16) with its own m, l, 16 x 512 accumulator (merged after the
 # loop); p against the first valid tile's maximum (no rescale), all tiles again from the true maximum past
 # 2^ONCE_OVERFLOW_LOG2 (twin: tests/once_twin.py). Every global access is a buffer op (out of range: zeros).
@@ -2338,29 +2461,25 @@ def _bf16_split_kernel(
 # Written against aiter f3be04a, the runner's build (the three calls' arguments, as tests/test_aiter_glue.py's test
 # double has them; docs/design.md); _checked_call checks them before a plan's first call: a moved API never crashes.
 AITER_COMMIT = "f3be04a"
-AITER_ERROR = None  # why aiter is not used, when it is not
 AITER_NAMES = {"mla_decode_fwd": "aiter.mla.mla_decode_fwd", "metadata_info": "aiter.get_mla_metadata_info_v1",
                "metadata_fill": "aiter.get_mla_metadata_v1"}  # the API dict's keys -> the names messages use
 
 
 def _import_aiter():
-    """aiter's decode API where it can run (ROCm + aiter), else None with AITER_ERROR set."""
-    global AITER_ERROR
+    """-> (aiter's decode API, None) where it can run (ROCm + aiter), else (None, why not)."""
     if not (torch.version.hip and torch.cuda.is_available()):
-        AITER_ERROR = "not a ROCm GPU"
-        return None
+        return None, "not a ROCm GPU"
     if os.environ.get("MLA_PATH") == "triton":
-        AITER_ERROR = "MLA_PATH=triton"
-        return None
+        return None, "MLA_PATH=triton"
     try:
         from aiter import dtypes as aiter_dtypes, get_mla_metadata_info_v1, get_mla_metadata_v1
         from aiter.mla import mla_decode_fwd
     except Exception as exc:  # noqa: BLE001 - any import failure leaves the Triton path
-        AITER_ERROR = f"import failed: {exc!r}"
-        warnings.warn(f"submission: aiter unavailable, every case runs on Triton ({AITER_ERROR})", RuntimeWarning)
-        return None
+        why = f"import failed: {exc!r}"
+        warnings.warn(f"submission: aiter unavailable, every case runs on Triton ({why})", RuntimeWarning)
+        return None, why
     return {"mla_decode_fwd": mla_decode_fwd, "metadata_info": get_mla_metadata_info_v1,
-            "metadata_fill": get_mla_metadata_v1, "fp8": aiter_dtypes.fp8}
+            "metadata_fill": get_mla_metadata_v1, "fp8": aiter_dtypes.fp8}, None
 
 
 def aiter_commit_found():
@@ -2384,14 +2503,12 @@ def aiter_commit_found():
 
 
 def _disable_aiter(reason, device):
-    """aiter failed outside a tuning candidate's run: one warning, and Triton from now on (AITER unset)."""
-    global AITER, AITER_ERROR
-    AITER, AITER_ERROR = None, reason
-    _cached_prediction.cache_clear()
+    """aiter failed outside a tuning candidate's run: one warning, and Triton from now on (STATE.aiter unset)."""
+    STATE.aiter, STATE.aiter_error = None, reason
+    STATE.predictions.clear()
     _warn_once(("aiter", device), f"aiter failed ({reason}); every case runs on Triton from now on")
 
 
-AITER = _import_aiter()
 AITER_NUM_KV_SPLITS = 32
 
 # --- Q to fp8 per tensor, in one or two Triton launches: the reference's torch bf16 arithmetic, bit for bit ---
@@ -2626,6 +2743,27 @@ class _AiterPlan:
         return out
 
 
+class _AiterCall:
+    """The aiter plan custom_kernel runs for a key: a failure inside aiter turns aiter off for the process and
+    the call is planned again (replan: _first_call), on Triton (MLA_PATH=aiter: it raises)."""
+
+    def __init__(self, plan, sm_scale, replan):
+        self.plan, self.sm_scale, self.replan = plan, sm_scale, replan
+
+    def run(self, data):
+        q, kv_data, qo_indptr, kv_indptr = data[0], data[1], data[2], data[3]
+        kv8, kv_scale = kv_data["fp8"]
+        api = STATE.aiter
+        try:
+            return self.plan.run(q, kv8, kv_scale, qo_indptr, kv_indptr, self.sm_scale)
+        except Exception as exc:  # noqa: BLE001 - sorted: only a failure inside aiter falls back
+            if os.environ.get("MLA_PATH") == "aiter" or _fatal(exc, q.device) or not _raised_by_aiter(exc, api):
+                raise
+            _disable_aiter(f"it raised at call time: {error_summary(exc)[:800]}", q.device)
+            STATE.plans.pop(input_key(*data), None)
+            return self.replan(data)
+
+
 # =======================================================================================
 # 8. Validation: bad input -> ValueError / TypeError naming the argument (cheap: attribute
 #    reads only, no device syncs; the indptr values on a plan's first call)
@@ -2854,3 +2992,6 @@ def self_check(variant, num_splits, like, sm_scale, dims):
     scratch = make_scratch(batch, num_splits, q.device, [variant])
     _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, sm_scale, dims)
     return check_output(variant, q, packed, scales, kv_indptr, out, scratch, sm_scale, list(range(batch)))
+
+
+STATE = State()

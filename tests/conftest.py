@@ -76,13 +76,10 @@ def no_access_out_of_bounds():
 
 @pytest.fixture
 def fresh_plans(monkeypatch):
-    """Run with an empty plan cache, no failed variants and the default launch table,
-    restored afterwards, and no first-call tuning (tests/test_first_call_tuning.py turns it on where it tests it)."""
+    """Run with a fresh submission.STATE (no plans, failed variants, tuning...), reset
+    afterwards too, and no first-call tuning (tests/test_first_call_tuning.py turns it on where it tests it)."""
     import submission
     monkeypatch.setenv("MLA_TUNE", "0")
-    monkeypatch.setattr(submission, "FAILED_VARIANTS", set())
-    submission._PLANS.clear()
-    submission._cached_prediction.cache_clear()
+    submission.STATE.reset()
     yield submission
-    submission._PLANS.clear()
-    submission._cached_prediction.cache_clear()
+    submission.STATE.reset()

@@ -16,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import reference as ref
 import submission
 
-HAS_REAL_AITER = submission.AITER is not None
+HAS_REAL_AITER = submission.STATE.aiter is not None
 # The double's tests run where the Triton quantization of Q runs: the interpreter, or a GPU.
 DEVICE = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
 
@@ -83,7 +83,7 @@ class FakeAiter:
 @pytest.fixture
 def fake(fresh_plans, monkeypatch):
     double = FakeAiter()
-    monkeypatch.setattr(submission, "AITER", double.api())
+    monkeypatch.setattr(submission.STATE, "aiter", double.api())
     monkeypatch.setenv("MLA_PATH", "aiter")
     return double
 
@@ -92,7 +92,7 @@ pytestmark_double = pytest.mark.skipif(HAS_REAL_AITER, reason="real aiter presen
 
 
 def aiter_plans():
-    return [plan for plan in submission._PLANS.values() if isinstance(plan, submission._AiterPlan)]
+    return [plan for plan in submission.STATE.plans.values() if isinstance(plan, submission._AiterPlan)]
 
 
 @pytestmark_double
@@ -162,21 +162,21 @@ def test_dispatch_on_gfx950_with_aiter(fresh_plans, monkeypatch):
     architecture with no native conversion; a measured table overrides both. (No form proven on the emulator:
     tests/test_dispatch.py holds the proven dispatch.)"""
     monkeypatch.setattr(submission, "EMULATOR_PROVEN", frozenset())
-    monkeypatch.setattr(submission, "AITER", FakeAiter().api())
+    monkeypatch.setattr(submission.STATE, "aiter", FakeAiter().api())
     monkeypatch.setattr(submission, "_arch", lambda device: "gfx950")
-    monkeypatch.setattr(submission, "FAILED_VARIANTS", set())
+    monkeypatch.setattr(submission.STATE, "failed_variants", set())
     monkeypatch.delenv("MLA_PATH", raising=False)
     cpu = torch.device("cpu")
     cases = [(b, n) for b in (4, 32, 64, 256) for n in (1024, 8192)]
     assert all(submission.choose(b, n, cpu)[0] == "triton" for b, n in cases)
     for b, n in cases:  # the native variant of every predicted launch failed, in both families
         launch = submission.default_launch(b, n, submission._num_sms(cpu))
-        submission.FAILED_VARIANTS.add(submission.variants_for("gfx950", "hip", launch.block_n,
+        submission.STATE.failed_variants.add(submission.variants_for("gfx950", "hip", launch.block_n,
                                                                launch.num_warps, 1, launch.scores, launch.merge)[0])
         scaled = submission.scaled_launch(b, n, submission._num_sms(cpu))
-        submission.FAILED_VARIANTS.add(submission.variants_for("gfx950", "hip", scaled.block_n, scaled.num_warps,
+        submission.STATE.failed_variants.add(submission.variants_for("gfx950", "hip", scaled.block_n, scaled.num_warps,
                                                                scaled.num_stages, scaled.scores, scaled.merge)[0])
-    submission._cached_prediction.cache_clear()
+    submission.STATE.predictions.clear()
     chosen = {case: submission.choose(*case, cpu) for case in cases}
     assert [k for k, v in chosen.items() if v == ("aiter",)] == [(32, 8192), (64, 8192), (256, 1024), (256, 8192)]
     monkeypatch.setitem(submission.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("aiter",),
@@ -184,7 +184,7 @@ def test_dispatch_on_gfx950_with_aiter(fresh_plans, monkeypatch):
     assert submission.choose(4, 1024, cpu) == ("aiter",)
     assert submission.choose(256, 8192, cpu) == ("triton", 64, 4, 8, 1, 0, submission.MERGE_COMBINE)  # hip: 1 stage
     monkeypatch.setattr(submission, "_arch", lambda device: "gfx942")  # no native conversion: the portable one
-    submission._cached_prediction.cache_clear()
+    submission.STATE.predictions.clear()
     assert submission.choose(4, 1024, cpu)[0] == "triton" and submission.choose(256, 8192, cpu) == ("aiter",)
     monkeypatch.setenv("MLA_PATH", "triton")
     monkeypatch.setattr(submission, "_arch", lambda device: "gfx950")
@@ -194,7 +194,7 @@ def test_dispatch_on_gfx950_with_aiter(fresh_plans, monkeypatch):
 def test_aiter_absence_is_reported_not_fatal():
     if HAS_REAL_AITER:
         pytest.skip("aiter is present")
-    assert submission.AITER_ERROR  # why aiter is not used, e.g. "not a ROCm GPU"
+    assert submission.STATE.aiter_error  # why aiter is not used, e.g. "not a ROCm GPU"
 
 
 @pytest.mark.skipif(not HAS_REAL_AITER, reason="needs aiter on a ROCm GPU")
@@ -388,10 +388,10 @@ def counted(fake, monkeypatch):
     """The aiter path through the double, its launches counted."""
     work = DeviceWork()
     monkeypatch.setattr(submission, "_launch_kernel", work.opaque("triton", submission._launch_kernel))
-    api = dict(submission.AITER)
+    api = dict(submission.STATE.aiter)
     for name in ("metadata_fill", "mla_decode_fwd"):
         api[name] = work.opaque(name, api[name])
-    monkeypatch.setattr(submission, "AITER", api)
+    monkeypatch.setattr(submission.STATE, "aiter", api)
     return work
 
 
@@ -427,7 +427,7 @@ def test_a_wrong_triton_quantization_falls_back_to_the_twin(fake, monkeypatch):
     """The plan's first run checks quantize_q_fp8 against the twin (as on the GPU, where the
     interpreter's rounding is not the hardware's): wrong bytes or a failed build -> one
     warning, the twin from then on, the answer unchanged."""
-    monkeypatch.setattr(submission, "_WARNED", set())
+    monkeypatch.setattr(submission.STATE, "warned", set())
     real = submission.quantize_q_fp8
 
     def one_byte_off(q, kv_indptr, q8, *rest):
@@ -439,12 +439,12 @@ def test_a_wrong_triton_quantization_falls_back_to_the_twin(fake, monkeypatch):
         out = submission.custom_kernel(data)
     assert [plan.quantizer for plan in aiter_plans()] == ["torch"]
     assert torch.equal(out, ref.emulated_a8w8(data))
-    submission._PLANS.clear()
+    submission.STATE.plans.clear()
 
     def fails_to_build(*args):
         raise submission.KernelLaunchError("CompilationError: at 3:4")
     monkeypatch.setattr(submission, "quantize_q_fp8", fails_to_build)
-    monkeypatch.setattr(submission, "_WARNED", set())
+    monkeypatch.setattr(submission.STATE, "warned", set())
     with pytest.warns(RuntimeWarning, match="CompilationError"):
         out = submission.custom_kernel(data)
     assert [plan.quantizer for plan in aiter_plans()] == ["torch"]
@@ -458,15 +458,15 @@ def test_first_call_tuning_times_aiter_with_its_metadata_rebuilt(fake, monkeypat
     more on every timed run, none on the call's own run after."""
     monkeypatch.delenv("MLA_PATH")
     monkeypatch.setenv("MLA_TUNE", "1")
-    monkeypatch.setattr(submission, "TUNED", {})
-    monkeypatch.setattr(submission, "TUNE_LOG", submission.fresh_tune_log())
+    monkeypatch.setattr(submission.STATE, "tuned", {})
+    monkeypatch.setattr(submission.STATE, "tune_log", submission.fresh_tune_log())
     monkeypatch.setattr(submission, "ranked_candidates", lambda batch, kv_len, device: [("aiter",)])
     monkeypatch.setattr(submission, "TUNE_ROUNDS", 3)
     monkeypatch.setattr(submission, "TUNE_CASE_TIMING_S", 1e9)
     monkeypatch.setattr(submission, "TUNE_CASE_WALL_S", 1e9)
     data = ref.generate_input(3, 1, 64, seed=51, device=DEVICE)
     out = submission.custom_kernel(data)
-    assert submission.TUNE_LOG["cases"][0]["pick"] == ("aiter",)
+    assert submission.STATE.tune_log["cases"][0]["pick"] == ("aiter",)
     # decodes: the build (aiter's first run), the candidate's first run, 3 timed, the
     # pick's kernel times, the call itself; metadata: the build and each timed run
     assert len(fake.fills) == 1 + 3 and fake.decodes == 1 + 1 + 3 + 1 + 1
@@ -498,8 +498,8 @@ def test_aiter_failing_at_call_time_is_one_warning_and_the_triton_result(fresh_p
     """Outside tuning (the table picks aiter), aiter raising at call time, or its API having
     moved, is one warning and the Triton chain from then on, with the right answer."""
     stand_in = double()
-    monkeypatch.setattr(submission, "AITER", stand_in.api())
-    monkeypatch.setattr(submission, "_WARNED", set())
+    monkeypatch.setattr(submission.STATE, "aiter", stand_in.api())
+    monkeypatch.setattr(submission.STATE, "warned", set())
     monkeypatch.delenv("MLA_PATH", raising=False)
     monkeypatch.setitem(submission.MEASURED_DISPATCH, submission._arch(DEVICE), {(2, 40): ("aiter",)})
     data = ref.generate_input(2, 1, 40, seed=47, device=DEVICE)
@@ -507,7 +507,7 @@ def test_aiter_failing_at_call_time_is_one_warning_and_the_triton_result(fresh_p
         out = submission.custom_kernel(data)
         again = submission.custom_kernel(data)
     assert len([w for w in record if "aiter failed" in str(w.message)]) == 1
-    assert submission.AITER is None and stand_in.decodes <= 1
+    assert submission.STATE.aiter is None and stand_in.decodes <= 1
     expected = ref.exact_attention(data)
     for result in (out, again):
         assert bool(((result.float() - expected).abs() <= 8e-3 + 2e-2 * expected.abs()).all())
@@ -519,10 +519,10 @@ def test_aiter_failing_at_call_time_is_one_warning_and_the_triton_result(fresh_p
 
 @pytestmark_double
 def test_a_moved_api_is_a_failed_tuning_candidate_with_its_signature(fresh_plans, monkeypatch):
-    monkeypatch.setattr(submission, "AITER", MovedApi().api())
-    monkeypatch.setattr(submission, "_WARNED", set())
-    monkeypatch.setattr(submission, "TUNED", {})
-    monkeypatch.setattr(submission, "TUNE_LOG", submission.fresh_tune_log())
+    monkeypatch.setattr(submission.STATE, "aiter", MovedApi().api())
+    monkeypatch.setattr(submission.STATE, "warned", set())
+    monkeypatch.setattr(submission.STATE, "tuned", {})
+    monkeypatch.setattr(submission.STATE, "tune_log", submission.fresh_tune_log())
     monkeypatch.setattr(submission, "ranked_candidates", lambda batch, kv_len, device: [("aiter",)])
     monkeypatch.delenv("MLA_PATH", raising=False)
     monkeypatch.setenv("MLA_TUNE", "1")

@@ -54,9 +54,9 @@ def test_the_first_call_is_checked_on_every_sequence_or_a_spread_sample(fresh_pl
 def test_each_check_is_logged_with_its_cost(fresh_plans):
     """A plan's first call runs the synthetic self-check and the check of its own output,
     and the time each took is kept (first-call tuning reports their sum)."""
-    before = len(fresh_plans.CHECK_LOG)
+    before = len(fresh_plans.STATE.check_log)
     fresh_plans.custom_kernel(ref.generate_input(2, 1, 40, seed=81))
-    logged = fresh_plans.CHECK_LOG[before:]
+    logged = fresh_plans.STATE.check_log[before:]
     assert [what for _, what, _, _ in logged] == ["self-check (synthetic input)", "check of the first call's output"]
     assert all(seconds > 0 and verdict is None for _, _, seconds, verdict in logged)
 

@@ -186,7 +186,7 @@ def test_report_covers_every_launch_the_dispatch_uses(monkeypatch):
         monkeypatch.setattr(submission, "_arch", lambda device, arch=arch: arch)
         monkeypatch.setattr(submission, "_num_sms", lambda device, num_sms=num_sms: num_sms)
         monkeypatch.setattr(submission, "_platform", lambda device, platform=platform: platform)
-        submission._cached_prediction.cache_clear()
+        submission.STATE.predictions.clear()
         chosen = {submission.make_launch(*submission.choose(b, n, cpu)[1:])
                   for b, n in compile_report.LEADERBOARD_CASES}
         gluon = {launch for launch in chosen if submission.variants_for(
@@ -194,7 +194,7 @@ def test_report_covers_every_launch_the_dispatch_uses(monkeypatch):
         assert not gluon or target == "gfx950", target  # the Gluon kernel: built in each of GLUON_MERGES
         assert {launch.merge for launch in gluon} <= set(compile_report.GLUON_MERGES), target
         assert chosen - gluon <= set(compile_report.dispatched_launches(target)), target
-    submission._cached_prediction.cache_clear()
+    submission.STATE.predictions.clear()
 
 
 def committed_report(version):

@@ -42,7 +42,7 @@ def test_every_candidate_tuning_can_write_is_a_valid_table_entry(on_arch, monkey
     """What `eval.py tune` and `ingest` write into the table: first-call tuning's candidates
     (every family, the Gluon kernel's included, and aiter)."""
     on_arch(arch, platform, num_sms)
-    monkeypatch.setattr(sub, "AITER", object())
+    monkeypatch.setattr(sub.STATE, "aiter", object())
     monkeypatch.setattr(sub, "gluon_capable", lambda name: name == "gfx950")
     for case in LEADERBOARD_CASES:
         for choice in sub.ranked_candidates(*case, CPU):
@@ -55,9 +55,9 @@ def on_arch(monkeypatch):
         monkeypatch.setattr(sub, "_arch", lambda device: arch)
         monkeypatch.setattr(sub, "_platform", lambda device: platform)
         monkeypatch.setattr(sub, "_num_sms", lambda device: num_sms)
-        sub._cached_prediction.cache_clear()
+        sub.STATE.predictions.clear()
     yield use
-    sub._cached_prediction.cache_clear()
+    sub.STATE.predictions.clear()
 
 
 def full(choice):
@@ -78,9 +78,9 @@ def test_choose_follows_the_measured_table(on_arch, monkeypatch):
     measured in this process (an aiter entry only where aiter imports); another
     architecture's table is not read, nor any with MLA_TABLE=0."""
     on_arch("sm_90", "cuda", 132)
-    monkeypatch.setattr(sub, "AITER", None)
+    monkeypatch.setattr(sub.STATE, "aiter", None)
     monkeypatch.setitem(sub.MEASURED_DISPATCH, "sm_90", {**TABLE, (64, 1024): ("aiter",)})
-    monkeypatch.setitem(sub.TUNED, ("sm_90", 4, 1024), ("triton", 32, 4, 2, 1, 0, 1))
+    monkeypatch.setitem(sub.STATE.tuned, ("sm_90", 4, 1024), ("triton", 32, 4, 2, 1, 0, 1))
     for case, choice in TABLE.items():
         assert sub.choose(*case, CPU) == full(choice), case
     assert sub.choose(64, 1024, CPU) == ("triton", *sub.default_launch(64, 1024, 132))
@@ -103,7 +103,7 @@ def test_choose_predicts_where_nothing_was_measured(on_arch, monkeypatch):
     for case in [(4, 8192), (256, 8192)]:
         assert sub.choose(*case, CPU) == full(sub.PREDICTED_US[case][0][1]), case
     monkeypatch.setattr(sub, "EMULATOR_PROVEN", frozenset())
-    sub._cached_prediction.cache_clear()
+    sub.STATE.predictions.clear()
     assert sub.choose(4, 8192, CPU) == ("triton", 64, 4, 64, 2, sub.SCALED_SCORES, sub.MERGE_COMBINE)
     assert sub.choose(256, 8192, CPU) == ("triton", 128, 8, 2, 2, sub.SCALED_SCORES, sub.MERGE_COMBINE)
     on_arch("sm_90", "cuda", 132)
@@ -114,9 +114,9 @@ def test_a_failed_scaled_variant_sends_the_prediction_to_the_bf16_family(on_arch
     """With no form proven on the emulator."""
     on_arch("gfx950", "hip", 256)
     monkeypatch.setattr(sub, "EMULATOR_PROVEN", frozenset())
-    monkeypatch.setattr(sub, "FAILED_VARIANTS", set())
+    monkeypatch.setattr(sub.STATE, "failed_variants", set())
     scaled = sub.scaled_launch(256, 8192, 256)
-    sub.FAILED_VARIANTS.add(sub.variants_for("gfx950", "hip", scaled.block_n, scaled.num_warps,
+    sub.STATE.failed_variants.add(sub.variants_for("gfx950", "hip", scaled.block_n, scaled.num_warps,
                                              scaled.num_stages, sub.SCALED_SCORES, scaled.merge)[0])
     assert sub.choose(256, 8192, CPU) == ("triton", *sub.default_launch(256, 8192, 256))
 
@@ -178,7 +178,7 @@ def test_the_prediction_follows_the_models_table_among_the_forms_the_emulator_pr
     first form, so its prediction is the model's fastest per case."""
     on_arch("gfx950", "hip", 256)
     monkeypatch.setattr(sub, "gluon_capable", lambda name: name == "gfx950")
-    monkeypatch.setattr(sub, "FAILED_VARIANTS", set())
+    monkeypatch.setattr(sub.STATE, "failed_variants", set())
     assert set(sub.PREDICTED_US) == set(LEADERBOARD_CASES)
     for case, ranked in sub.PREDICTED_US.items():
         assert sub.predicted_choice(*case, CPU, 256) == full(ranked[0][1]), case
@@ -193,7 +193,7 @@ def test_the_prediction_follows_the_models_table_among_the_forms_the_emulator_pr
     scaled = [choice for _, choice in sub.PREDICTED_US[(256, 8192)] if choice[5] == sub.SCALED_SCORES]
     monkeypatch.setattr(sub, "EMULATOR_PROVEN", frozenset(first_form(choice).describe() for choice in scaled))
     assert sub.predicted_choice(256, 8192, CPU, 256) == full(scaled[0])
-    sub.FAILED_VARIANTS.add(first_form(scaled[0]))
+    sub.STATE.failed_variants.add(first_form(scaled[0]))
     later = next(c for c in scaled if first_form(c) != first_form(scaled[0]))
     assert sub.predicted_choice(256, 8192, CPU, 256) == full(later)
     on_arch("sm_90", "cuda", 132)
@@ -218,5 +218,5 @@ def test_a_plan_in_use_outlives_more_than_max_plans_others(fresh_plans):
     for index in range(sub.MAX_PLANS + 8):
         sub._plan(("other", index), factory(index))
         assert sub._plan(("kept",), factory("kept")) is kept
-    assert built.count("kept") == 1 and len(sub._PLANS) == sub.MAX_PLANS
-    assert ("other", 0) not in sub._PLANS and ("other", sub.MAX_PLANS + 7) in sub._PLANS
+    assert built.count("kept") == 1 and len(sub.STATE.plans) == sub.MAX_PLANS
+    assert ("other", 0) not in sub.STATE.plans and ("other", sub.MAX_PLANS + 7) in sub.STATE.plans

@@ -56,7 +56,7 @@ def custom_kernel(data):
     return FIRST_OUTPUT[0].clone()
 '''
 
-# What `eval.py tune` uses of submission.py (MEASURED_DISPATCH, _arch, _PLANS, ranked_candidates,
+# What `eval.py tune` uses of submission.py (MEASURED_DISPATCH, _arch, STATE.plans, ranked_candidates,
 # _one_stage_only, the family numbers, custom_kernel) with three candidates: RIGHT (slow), WRONG
 # (fast, negated: fails the runner's check) and OFF (fast, 0.02 off: passes the runner's check,
 # not ours), BF16 choices where that family runs in one stage only (no other stage counts).
@@ -80,7 +80,7 @@ MEASURED_ON = {{
     {ARCH!r}: 'an earlier tune',
 }}
 # --- END MEASURED DISPATCH ---
-_PLANS = OrderedDict()
+STATE = SimpleNamespace(plans=OrderedDict())
 BF16_SCORES, SCALED_SCORES = 0, 1
 
 
@@ -99,7 +99,7 @@ def ranked_candidates(batch, kv_len, device):
 def custom_kernel(data):
     config = data[4]
     choice = MEASURED_DISPATCH[_arch(data[0].device)][(config["batch_size"], config["kv_seq_len"])]
-    _PLANS[choice] = SimpleNamespace(variant=None)
+    STATE.plans[choice] = SimpleNamespace(variant=None)
     out = exact_attention(data)
     if choice == WRONG:
         return (-out).to(torch.bfloat16)
@@ -403,7 +403,7 @@ def test_tune_measures_the_ranked_list_and_each_other_stage_count(fresh_plans, m
     monkeypatch.setattr(submission, "_arch", lambda device: arch)
     monkeypatch.setattr(submission, "_platform", lambda device: platform)
     monkeypatch.setattr(submission, "_num_sms", lambda device: num_sms)
-    monkeypatch.setattr(submission, "AITER", object())  # aiter's candidate is in the list, never restaged
+    monkeypatch.setattr(submission.STATE, "aiter", object())  # aiter's candidate is in the list, never restaged
     monkeypatch.setattr(submission, "gluon_capable", lambda name: name == "gfx950")  # the ONCE family too
     cpu = torch.device("cpu")
     ranked = submission.ranked_candidates(batch, kv_len, cpu)

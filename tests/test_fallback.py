@@ -102,8 +102,8 @@ def forget_compiled_kernels(module):
 
 @pytest.fixture
 def sub(fresh_plans, monkeypatch):
-    monkeypatch.setattr(fresh_plans, "FAILED_VARIANTS", set())
-    monkeypatch.setattr(fresh_plans, "_WARNED", set())
+    monkeypatch.setattr(fresh_plans.STATE, "failed_variants", set())
+    monkeypatch.setattr(fresh_plans.STATE, "warned", set())
     forget_compiled_kernels(fresh_plans)
     yield fresh_plans
     monkeypatch.undo()
@@ -123,7 +123,7 @@ def another_tile(variant):
 
 
 def the_plan(sub):
-    return next(iter(sub._PLANS.values()))
+    return next(iter(sub.STATE.plans.values()))
 
 
 def assert_right(out, data):
@@ -163,7 +163,7 @@ def test_a_host_side_bug_propagates_instead_of_falling_back(sub, monkeypatch):
     monkeypatch.setattr(sub, "LOG2_SHIFT", {})
     with pytest.raises(KeyError):
         sub.custom_kernel(ref.generate_input(2, 1, 40, seed=55))
-    assert not sub.FAILED_VARIANTS
+    assert not sub.STATE.failed_variants
 
 
 def raises_from_the_toolchain(exc):
@@ -220,7 +220,7 @@ def test_a_same_typed_error_from_our_own_code_still_propagates(sub, monkeypatch)
     monkeypatch.setattr(sub, "_bf16_split_kernel", Broken())
     with pytest.raises(AssertionError, match="our own bug"):
         sub.custom_kernel(ref.generate_input(2, 1, 40, seed=58))
-    assert not sub.FAILED_VARIANTS
+    assert not sub.STATE.failed_variants
 
 
 def test_every_variant_failing_is_a_clear_error(sub, monkeypatch):
@@ -236,7 +236,7 @@ def test_the_right_stand_in_passes_and_runs_without_fallback(sub, monkeypatch):
     data = ref.generate_input(2, 1, 70, seed=53)
     out = sub.custom_kernel(data)
     plan = the_plan(sub)
-    assert plan.variant == plan.variants[0] and not sub.FAILED_VARIANTS
+    assert plan.variant == plan.variants[0] and not sub.STATE.failed_variants
     assert_right(out, data)
 
 
@@ -248,9 +248,9 @@ def test_a_slightly_wrong_native_primitive_is_caught_by_the_self_check(sub, monk
     with pytest.warns(RuntimeWarning, match="gfx950 conversion.*SelfCheckError.*wrong answers"):
         out = sub.custom_kernel(data)
     plan = the_plan(sub)
-    assert plan.variants[0] in sub.FAILED_VARIANTS and plan.variant == plan.variants[1]  # the first real one
+    assert plan.variants[0] in sub.STATE.failed_variants and plan.variant == plan.variants[1]  # the first real one
     assert_right(out, data)
-    sub._PLANS.clear()  # later plans skip the failed variant without building it again
+    sub.STATE.plans.clear()  # later plans skip the failed variant without building it again
     sub.custom_kernel(ref.generate_input(2, 1, 70, seed=54))
     assert the_plan(sub).variant == the_plan(sub).variants[1]
 
@@ -361,18 +361,18 @@ def test_dispatch_prefers_aiter_for_big_cases_once_the_native_primitives_failed(
     """gfx950 with aiter, no form proven on the emulator: the SCALED family first; once its native variant
     failed, the BF16 family's; once that failed too, aiter above 64k tokens in the batch."""
     monkeypatch.setattr(sub, "EMULATOR_PROVEN", frozenset())
-    monkeypatch.setattr(sub, "AITER", {"fake": True})
+    monkeypatch.setattr(sub.STATE, "aiter", {"fake": True})
     monkeypatch.setattr(sub, "_arch", lambda device: "gfx950")
     cpu = torch.device("cpu")
     choice = sub.choose(256, 8192, cpu)
     launch = sub.make_launch(*choice[1:])
     assert choice[0] == "triton" and launch.scores == sub.SCALED_SCORES
-    sub.FAILED_VARIANTS.add(sub.variants_for("gfx950", "hip", *launch[:2], launch.num_stages, launch.scores,
+    sub.STATE.failed_variants.add(sub.variants_for("gfx950", "hip", *launch[:2], launch.num_stages, launch.scores,
                                              launch.merge)[0])
-    sub._cached_prediction.cache_clear()
+    sub.STATE.predictions.clear()
     launch = sub.make_launch(*sub.choose(256, 8192, cpu)[1:])
     assert launch.scores == sub.BF16_SCORES
-    sub.FAILED_VARIANTS.add(sub.variants_for("gfx950", "hip", launch.block_n, launch.num_warps, 1, launch.scores,
+    sub.STATE.failed_variants.add(sub.variants_for("gfx950", "hip", launch.block_n, launch.num_warps, 1, launch.scores,
                                              launch.merge)[0])
     assert sub.choose(256, 8192, cpu) == ("aiter",)
     assert sub.choose(4, 1024, cpu)[0] == "triton"
@@ -397,7 +397,7 @@ def test_a_variant_right_on_the_synthetic_input_but_wrong_on_the_real_one_falls_
     with pytest.warns(RuntimeWarning, match="check of the first call's output"):
         out = sub.custom_kernel(data)
     plan = the_plan(sub)
-    assert plan.variants[0] in sub.FAILED_VARIANTS and plan.variant == plan.variants[1]
+    assert plan.variants[0] in sub.STATE.failed_variants and plan.variant == plan.variants[1]
     assert plan.failures[0][0] == plan.variants[0]
     assert_right(out, data)
 
@@ -410,7 +410,7 @@ def test_a_host_side_type_error_in_the_launch_path_propagates(sub, monkeypatch):
         kernel, grid, args[:-1], constants, variant))
     with pytest.raises(TypeError):
         sub.custom_kernel(ref.generate_input(2, 1, 40, seed=57))
-    assert not sub.FAILED_VARIANTS
+    assert not sub.STATE.failed_variants
 
 
 class FailingKernel:
@@ -454,12 +454,12 @@ def test_errors_are_sorted_by_kind(sub, monkeypatch, error, faulted, propagates)
     if propagates is not None:
         with pytest.raises(propagates, match=r"custom_kernel: .* launching bf16 family"):
             sub.custom_kernel(data)
-        assert not sub.FAILED_VARIANTS
+        assert not sub.STATE.failed_variants
         return
     with pytest.warns(RuntimeWarning, match="KernelLaunchError"):
         out = sub.custom_kernel(data)
     plan = the_plan(sub)
-    assert plan.variants[0] in sub.FAILED_VARIANTS and plan.variant == plan.variants[1]
+    assert plan.variants[0] in sub.STATE.failed_variants and plan.variant == plan.variants[1]
     assert_right(out, data)
 
 
@@ -549,7 +549,7 @@ def test_the_gluon_kernel_failing_to_build_falls_back_to_the_scaled_family(sub, 
     plan = the_plan(sub)
     assert plan.variants[0].gluon and plan.failures[0][0] == plan.variants[0]
     assert plan.variant == plan.variants[1] and plan.variant.scores == sub.SCALED_SCORES
-    assert plan.variants[0] in sub.FAILED_VARIANTS
+    assert plan.variants[0] in sub.STATE.failed_variants
     assert_matches(out, data)
 
 
@@ -558,8 +558,8 @@ def test_a_call_the_gluon_kernel_cannot_read_runs_the_next_variant_checked(sub, 
     """gluon_layout_problem: the runner's layout (16-byte aligned rows, 24-byte scale rows)
     is readable, the trimmed one (18-byte scale rows) is not. A plan using the Gluon kernel
     (here its standard-Triton twin standing in for it, tests/once_twin.py, so that the
-    interpreter runs it) meets a call with trimmed scales: that call runs the SCALED family,
-    checked on it, right."""
+    interpreter runs it) meets a call with trimmed scales: another key, whose plan runs the
+    SCALED family, checked on it, right."""
     as_gfx950(sub, monkeypatch)
     monkeypatch.setattr(sub, "_launch_gluon", once_twin.launch)
     monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(2, 70): ("triton", 128, 4, 1, 1, sub.ONCE_SCORES)})
@@ -575,7 +575,9 @@ def test_a_call_the_gluon_kernel_cannot_read_runs_the_next_variant_checked(sub, 
     assert_matches(out, padded)
     with pytest.warns(RuntimeWarning, match="kernel variant not run.*scale rows of 18 bytes"):
         out = sub.custom_kernel(trimmed)
-    assert plan.variant == plan.variants[1] and plan.variant.scores == sub.SCALED_SCORES
+    trimmed_plan = sub.STATE.plans[sub.input_key(*trimmed)]  # another layout: another key, another plan
+    assert trimmed_plan.variant == trimmed_plan.variants[1] and trimmed_plan.variant.scores == sub.SCALED_SCORES
+    assert plan.variant.gluon  # the padded input's plan keeps the Gluon kernel
     assert_matches(out, trimmed)
 
 

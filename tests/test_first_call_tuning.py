@@ -22,9 +22,9 @@ class FakeClock:
 
 @pytest.fixture
 def sub(fresh_plans, monkeypatch):
-    monkeypatch.setattr(fresh_plans, "TUNED", {})
-    monkeypatch.setattr(fresh_plans, "FAILED_VARIANTS", set())
-    monkeypatch.setattr(fresh_plans, "TUNE_LOG", fresh_plans.fresh_tune_log())
+    monkeypatch.setattr(fresh_plans.STATE, "tuned", {})
+    monkeypatch.setattr(fresh_plans.STATE, "failed_variants", set())
+    monkeypatch.setattr(fresh_plans.STATE, "tune_log", fresh_plans.fresh_tune_log())
     monkeypatch.setattr(fresh_plans, "_arch", lambda device: "gfx950")
     # the ranking's rules, from SCALED's prediction: with the file's EMULATOR_PROVEN the model's fastest form leads
     # the same candidates (tests/test_compile_targets.py: the tuning candidates are the house baseline's)
@@ -60,8 +60,8 @@ def simulate_mi355x(sub, monkeypatch, aiter=True):
     monkeypatch.setattr(sub, "_arch", lambda device: "gfx950")
     monkeypatch.setattr(sub, "_num_sms", lambda device: 256)
     monkeypatch.setattr(sub, "_platform", lambda device: "hip")
-    monkeypatch.setattr(sub, "AITER", {"stand-in": True} if aiter else None)
-    sub._cached_prediction.cache_clear()
+    monkeypatch.setattr(sub.STATE, "aiter", {"stand-in": True} if aiter else None)
+    sub.STATE.predictions.clear()
 
 
 def launch_of(sub, choice):
@@ -134,9 +134,9 @@ def test_the_fastest_checked_candidate_is_picked_and_used(sub, monkeypatch):
     fastest = ranked[3]
     run_choice, timer = fake_world(sub, lambda c: 10.0 if c == fastest else 11.0, clock)  # none dropped
     pick = sub.tune_first_call(4, 1024, CPU, run_choice, clock=clock, timer=timer)
-    assert pick == fastest and sub.TUNED[("gfx950", 4, 1024)] == fastest
+    assert pick == fastest and sub.STATE.tuned[("gfx950", 4, 1024)] == fastest
     assert sub.choose(4, 1024, CPU) == fastest
-    entry = sub.TUNE_LOG["cases"][0]
+    entry = sub.STATE.tune_log["cases"][0]
     assert entry["build_s"] == pytest.approx(len(ranked))  # builds counted apart
     assert entry["tried"][0][1] == fastest
 
@@ -157,7 +157,7 @@ def test_aiter_failing_in_any_way_is_a_failed_candidate(sub, monkeypatch):
     """aiter is a library outside our tests: whatever it raises on a case's first run once
     built (an API that moved gives TypeError) drops it from that case's ranking; the call
     goes on, and aiter stays a candidate elsewhere."""
-    monkeypatch.setattr(sub, "AITER", {"fake": True})
+    monkeypatch.setattr(sub.STATE, "aiter", {"fake": True})
     clock = FakeClock()
     ranked = sub.ranked_candidates(256, 8192, CPU)
     assert ("aiter",) in ranked
@@ -170,14 +170,14 @@ def test_aiter_failing_in_any_way_is_a_failed_candidate(sub, monkeypatch):
         run_choice(choice)
     for case["now"] in ((4, 1024), (256, 8192)):
         pick = sub.tune_first_call(*case["now"], CPU, aiter_breaks_on_the_second_case, clock=clock, timer=timer)
-    assert pick == ranked[0] and sub.AITER is not None
+    assert pick == ranked[0] and sub.STATE.aiter is not None
     assert "failed aiter: TypeError: mla_decode_fwd() got an unexpected keyword" in sub.tuning_report()
 
 
 def test_aiters_first_run_failing_turns_it_off_for_the_process(sub, monkeypatch):
     """aiter's first run is its build: when it fails, aiter is off for the process (one
     warning), the report says so on the build's line and as the case's failed candidate."""
-    monkeypatch.setattr(sub, "AITER", {"fake": True})
+    monkeypatch.setattr(sub.STATE, "aiter", {"fake": True})
     clock = FakeClock()
     ranked = sub.ranked_candidates(256, 8192, CPU)
     run_choice, timer = fake_world(sub, lambda c: 10.0 + ranked.index(c), clock)
@@ -188,7 +188,7 @@ def test_aiters_first_run_failing_turns_it_off_for_the_process(sub, monkeypatch)
         run_choice(choice)
     with pytest.warns(RuntimeWarning, match="aiter failed .*every case runs on Triton from now on"):
         pick = sub.tune_first_call(256, 8192, CPU, aiter_breaks, clock=clock, timer=timer)
-    assert pick == ranked[0] and sub.AITER is None
+    assert pick == ranked[0] and sub.STATE.aiter is None
     report = sub.tuning_report()
     assert "failed aiter: TypeError: mla_decode_fwd() got an unexpected keyword" in report
     assert "aiter build (its first run: JIT modules; outside the tuning budgets): 0.0 s, failed: TypeError" in report
@@ -229,7 +229,7 @@ def test_a_candidate_is_skipped_where_the_charged_build_alone_would_pass_the_bud
     assert len(ranked) > 4 and sub.TUNE_CASE_WALL_S - sub.TUNE_CASE_TIMING_S == pytest.approx(39.5)
     run_choice, timer = fake_world(sub, lambda choice: 10.0, clock, build_s=build_s)
     sub.tune_first_call(4, 1024, CPU, run_choice, clock=clock, timer=timer)
-    entry = sub.TUNE_LOG["cases"][0]
+    entry = sub.STATE.tune_log["cases"][0]
     assert list(entry["ran"]) == ranked[:built] and entry["skipped"] == ranked[built:]
     assert entry["build_s"] == pytest.approx(built * build_s) and entry["build_s"] <= entry["budget_s"] - 0.5
 
@@ -238,12 +238,12 @@ def test_each_of_the_eight_cases_is_tuned_and_past_them_the_total_decides(sub, m
     """A slow case cannot take the others' share: the first TUNE_CASES cases are tuned
     whatever the earlier ones spent; after them, only while the total has time left."""
     monkeypatch.setenv("MLA_TUNE", "1")
-    sub.TUNE_LOG["spent_wall_s"] = 10 * sub.TUNE_TOTAL_WALL_S
-    sub.TUNE_LOG["cases"] = [{}] * (sub.TUNE_CASES - 1)
+    sub.STATE.tune_log["spent_wall_s"] = 10 * sub.TUNE_TOTAL_WALL_S
+    sub.STATE.tune_log["cases"] = [{}] * (sub.TUNE_CASES - 1)
     assert sub._needs_tuning(4, 1024, CPU)
-    sub.TUNE_LOG["cases"] = [{}] * sub.TUNE_CASES
+    sub.STATE.tune_log["cases"] = [{}] * sub.TUNE_CASES
     assert not sub._needs_tuning(4, 1024, CPU)
-    sub.TUNE_LOG["spent_wall_s"] = sub.TUNE_TOTAL_WALL_S - 1.0
+    sub.STATE.tune_log["spent_wall_s"] = sub.TUNE_TOTAL_WALL_S - 1.0
     assert sub._needs_tuning(4, 1024, CPU)
 
 
@@ -251,7 +251,7 @@ def test_the_measured_table_wins_and_mla_tune_0_turns_it_off(sub, monkeypatch):
     monkeypatch.setenv("MLA_TUNE", "1")
     monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("triton", 32, 4, 2, 1)})
     assert not sub._needs_tuning(4, 1024, CPU) and sub._needs_tuning(4, 8192, CPU)
-    sub.TUNED[("gfx950", 4, 1024)] = ("triton", 64, 4, 8, 1, 0)
+    sub.STATE.tuned[("gfx950", 4, 1024)] = ("triton", 64, 4, 8, 1, 0)
     assert sub.choose(4, 1024, CPU) == ("triton", 32, 4, 2, 1, 0, sub.MERGE_COMBINE)
     gpu = torch.device("cuda")  # a device object only: nothing runs on it
     monkeypatch.delenv("MLA_TUNE")
@@ -267,7 +267,7 @@ def test_the_report_says_what_was_tried(sub):
     clock = FakeClock()
     ranked = sub.ranked_candidates(4, 1024, CPU)
     run_choice, timer = fake_world(sub, lambda c: 10.0 + ranked.index(c), clock, failing={ranked[2]})
-    sub.FAILED_VARIANTS.add(sub.Variant(sub.GFX950, 0, 64, 4, 1, True))
+    sub.STATE.failed_variants.add(sub.Variant(sub.GFX950, 0, 64, 4, 1, True))
     sub.tune_first_call(4, 1024, CPU, run_choice, clock=clock, timer=timer)
     report = sub.tuning_report().splitlines()
     assert report[0].startswith("submission: first-call tuning") and "architecture gfx950" in report[0]
@@ -293,11 +293,11 @@ def test_first_call_tuning_end_to_end_returns_the_right_answer(sub, monkeypatch)
     monkeypatch.setattr(sub, "_arch", lambda device: "cpu")
     data = ref.generate_input(2, 1, 70, seed=61)
     out = sub.custom_kernel(data)
-    assert ("cpu", 2, 70) in sub.TUNED and len(sub.TUNE_LOG["cases"]) == 1
+    assert ("cpu", 2, 70) in sub.STATE.tuned and len(sub.STATE.tune_log["cases"]) == 1
     expected = ref.exact_attention(data)
     assert bool(((out.float() - expected).abs() <= 8e-3 + 2e-2 * expected.abs()).all())
     sub.custom_kernel(data)
-    assert len(sub.TUNE_LOG["cases"]) == 1
+    assert len(sub.STATE.tune_log["cases"]) == 1
 
 
 def block_of(report):
@@ -322,7 +322,7 @@ def test_the_report_ends_with_a_block_that_carries_the_picks(sub):
         run_choice, timer = fake_world(sub, lambda c, ranked=ranked: 10.0 + ranked.index(c), clock)
         sub.tune_first_call(*case, CPU, run_choice, clock=clock, timer=timer)
     table, provenance = block_of(sub.tuning_report())
-    assert table == {"gfx950": {case["case"]: case["pick"] for case in sub.TUNE_LOG["cases"]}}
+    assert table == {"gfx950": {case["case"]: case["pick"] for case in sub.STATE.tune_log["cases"]}}
     assert provenance["gfx950"].endswith(f"first-call tuning, source {sub.SOURCE_ID}")
     assert sub.tuning_report().count("# 10.0 us") == 2
 
@@ -360,7 +360,7 @@ def test_out_of_memory_and_device_faults_propagate_from_tuning(sub, monkeypatch,
         monkeypatch.setattr(sub, "_device_faulted", lambda device: True)
     with pytest.raises((torch.OutOfMemoryError, sub.NoVariantError)):
         sub.tune_first_call(4, 1024, CPU, run_choice, clock=FakeClock(), timer=lambda run, device: 1.0)
-    assert not sub.TUNED
+    assert not sub.STATE.tuned
 
 
 def test_a_case_where_no_candidate_ran_is_tuned_once(sub, monkeypatch):
@@ -442,8 +442,8 @@ def test_a_cold_runner_tunes_all_eight_cases_with_aiters_build_outside_the_budge
         assert sub._needs_tuning(batch, kv_len, CPU)
         sub.tune_first_call(batch, kv_len, CPU, run_choice, clock=clock, timer=timer,
                             profiler=lambda run, device: [])
-    assert all(("gfx950", *case) in sub.TUNED for case in cases)
-    entries = sub.TUNE_LOG["cases"]
+    assert all(("gfx950", *case) in sub.STATE.tuned for case in cases)
+    entries = sub.STATE.tune_log["cases"]
     assert [entry["case"] for entry in entries] == cases and all(entry["pick"] for entry in entries)
     assert all(entry["wall_s"] <= sub.TUNE_CASE_WALL_S + BUILD_S for entry in entries)  # one build over at most
     assert ("aiter",) in [choice for _, choice, _ in entries[0]["tried"]]  # timed once built
@@ -451,7 +451,7 @@ def test_a_cold_runner_tunes_all_eight_cases_with_aiters_build_outside_the_budge
     report = sub.tuning_report()
     assert "  aiter build (its first run: JIT modules; outside the tuning budgets): 240.0 s" in report.splitlines()
     assert "skipped for the case's budget of 40 s: " in report
-    assert sub.TUNE_LOG["spent_wall_s"] <= sub.TUNE_TOTAL_WALL_S + len(cases) * BUILD_S
+    assert sub.STATE.tune_log["spent_wall_s"] <= sub.TUNE_TOTAL_WALL_S + len(cases) * BUILD_S
 
 
 def test_the_default_kernel_times_never_touch_torch_profiler(sub, monkeypatch):
@@ -472,7 +472,7 @@ def test_the_default_kernel_times_never_touch_torch_profiler(sub, monkeypatch):
         with sub._marked("_mla_combine_kernel", CPU):
             pass
     sub.tune_first_call(4, 1024, CPU, launching, clock=clock, timer=timer)
-    assert [name for name, _ in sub.TUNE_LOG["cases"][0]["kernels"]] == ["_scaled_split_kernel", "_mla_combine_kernel"]
+    assert [name for name, _ in sub.STATE.tune_log["cases"][0]["kernels"]] == ["_scaled_split_kernel", "_mla_combine_kernel"]
     assert "kernels of the pick, us each (host clock, interpreter): _scaled_split_kernel" in sub.tuning_report()
 
 
@@ -498,7 +498,7 @@ def test_a_once_candidate_whose_gluon_kernel_fails_to_build_is_reported_and_not_
     data = ref.generate_input(2, 1, 300, seed=59)
     with pytest.warns(RuntimeWarning, match="kernel variant failed.*Gluon kernel"):
         out = sub.custom_kernel(data)
-    entry = sub.TUNE_LOG["cases"][-1]
+    entry = sub.STATE.tune_log["cases"][-1]
     assert entry["pick"] == other
     assert [choice for choice, _ in entry["failed"]] == [once]
     assert "its own form failed" in entry["failed"][0][1] and "forced Gluon build failure" in entry["failed"][0][1]

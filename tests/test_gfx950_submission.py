@@ -201,8 +201,8 @@ def test_a_call_runs_as_on_the_mi355x(sub, fresh_plans):
     choice = fresh_plans.choose(2, 300, torch.device("cpu"))
     launch = fresh_plans.make_launch(*choice[1:])
     variant = fresh_plans.launch_variants(launch, torch.device("cpu"))[0]
-    assert [v for v, what, _, verdict in fresh_plans.CHECK_LOG[-2:]] == [variant, variant]
-    assert all(verdict is None for *_, verdict in fresh_plans.CHECK_LOG[-2:])
+    assert [v for v, what, _, verdict in fresh_plans.STATE.check_log[-2:]] == [variant, variant]
+    assert all(verdict is None for *_, verdict in fresh_plans.STATE.check_log[-2:])
     assert mla.wrong(fresh_plans, variant, data, out) is None
 
 

@@ -92,8 +92,8 @@ INTERPRETER_ONLY = pytest.mark.skipif(torch.cuda.is_available(), reason="interpr
 def test_the_copy_probes_the_variant_that_runs_with_the_same_outputs(case, copy, fresh_plans, monkeypatch):
     sub = fresh_plans
     batch, kv_len, fields, as_gfx950 = CASES[case]
-    monkeypatch.setattr(copy, "FAILED_VARIANTS", set())
-    copy._PLANS.clear()
+    monkeypatch.setattr(copy.STATE, "failed_variants", set())
+    copy.STATE.plans.clear()
     if as_gfx950:
         for module in (sub, copy):
             monkeypatch.setattr(module, "_arch", lambda device: "gfx950")

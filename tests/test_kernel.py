@@ -124,7 +124,7 @@ def expected_for(sub, form, data):
 
 
 def last_plan(sub):
-    return next(reversed(sub._PLANS.values()))
+    return next(reversed(sub.STATE.plans.values()))
 
 
 @pytest.mark.parametrize("batch, kv_len", CPU_CASES)
@@ -198,7 +198,7 @@ def test_tile_shapes_agree(fresh_plans, monkeypatch):
     outs = []
     for block_n in (SMALL_BLOCK_N, 64):
         monkeypatch.setitem(fresh_plans.MEASURED_DISPATCH, arch, {(2, 150): ("triton", block_n, 4, 2, 1)})
-        fresh_plans._PLANS.clear()
+        fresh_plans.STATE.plans.clear()
         outs.append(fresh_plans.custom_kernel(data).float())
     assert torch.allclose(outs[1], outs[0], atol=4e-3, rtol=1e-2)
 
@@ -274,7 +274,7 @@ def test_unaligned_packed_rows_are_copied_not_misread(fresh_plans):
     wide[:, :, 1:289] = packed.view(torch.uint8)
     kv_data = {**data[1], "mxfp4": (wide[:, :, 1:289], scales)}
     with pytest.warns(RuntimeWarning, match="not 4-byte aligned"):
-        fresh_plans._WARNED.discard("unaligned")
+        fresh_plans.STATE.warned.discard("unaligned")
         out = fresh_plans.custom_kernel((data[0], kv_data, *data[2:]))
     assert_matches_exact(out, data)
 
@@ -305,8 +305,8 @@ def test_fresh_inputs_every_call_like_leaderboard_mode(fresh_plans):
 def test_plan_cache_is_bounded_and_holds_no_tensors_of_the_call(fresh_plans):
     for i in range(fresh_plans.MAX_PLANS + 5):
         fresh_plans._plan(("probe", i), object)
-    assert len(fresh_plans._PLANS) == fresh_plans.MAX_PLANS
-    fresh_plans._PLANS.clear()
+    assert len(fresh_plans.STATE.plans) == fresh_plans.MAX_PLANS
+    fresh_plans.STATE.plans.clear()
     data = ref.generate_input(2, 1, 20, seed=3)
     fresh_plans.custom_kernel(data)
     plan = last_plan(fresh_plans)
@@ -337,7 +337,7 @@ def test_portable_conversion_on_gpu(fresh_plans, monkeypatch, batch, kv_len, see
     data = ref.generate_input(batch, 1, kv_len, seed)
     native = fresh_plans.custom_kernel(data)
     monkeypatch.setenv("MLA_CONVERT", "portable")
-    fresh_plans._PLANS.clear()
+    fresh_plans.STATE.plans.clear()
     portable = fresh_plans.custom_kernel(data)
     assert last_plan(fresh_plans).variant.convert == fresh_plans.PORTABLE
     for out in (native, portable):

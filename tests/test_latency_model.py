@@ -31,8 +31,8 @@ H200_LOG = ROOT / "results" / "h200_runner_eval_benchmark_v12_firstcall_stderr.t
 
 @pytest.fixture
 def sub(fresh_plans, monkeypatch):
-    monkeypatch.setattr(fresh_plans, "TUNED", {})
-    monkeypatch.setattr(fresh_plans, "TUNE_LOG", fresh_plans.fresh_tune_log())
+    monkeypatch.setattr(fresh_plans.STATE, "tuned", {})
+    monkeypatch.setattr(fresh_plans.STATE, "tune_log", fresh_plans.fresh_tune_log())
     return fresh_plans
 
 
@@ -42,7 +42,7 @@ def synthetic_gfx950_log(sub, monkeypatch, figures=FIGURES, device=DEVICE, sourc
     simulate_mi355x(sub, monkeypatch)
     monkeypatch.setattr(sub, "_device_name", lambda _: DEVICE)
     record = {"arch": "gfx950", "device": device, "figures": figures, "skipped": [], "failed": [], "wall_s": 0.42}
-    monkeypatch.setattr(sub, "MACHINE", {CPU: record})
+    monkeypatch.setattr(sub.STATE, "machine", {CPU: record})
     clock = FakeClock()
     for case in CASES:
         ranked = sub.ranked_candidates(*case, CPU)
@@ -78,7 +78,7 @@ def test_a_gfx950_log_puts_every_candidate_beside_its_predictions(sub, tmp_path,
     assert report["machines"]["measured"] == pytest.approx(measured._asdict()) and report["assumed_fields"] == []
     assert [(case["batch"], case["kv_len"]) for case in report["cases"]] == CASES
     families = set()
-    for case, entry in zip(CASES, sub.TUNE_LOG["cases"]):
+    for case, entry in zip(CASES, sub.STATE.tune_log["cases"]):
         rows = {row["candidate"]: row for row in report["cases"][CASES.index(case)]["candidates"]}
         assert list(rows) == [sub.describe_choice(choice) for _, choice, _ in entry["tried"]]
         assert [row["measured_us"] for row in rows.values()] == [round(us, 1) for us, _, _ in entry["tried"]]

@@ -26,9 +26,9 @@ LAUNCH_US, COLD_US, WARM_US, ATOMIC_WARM_US, COPY_GBS = 3.0, 0.9, 0.25, 0.4, 500
 
 @pytest.fixture
 def sub(fresh_plans, monkeypatch):
-    monkeypatch.setattr(fresh_plans, "TUNED", {})
-    monkeypatch.setattr(fresh_plans, "TUNE_LOG", fresh_plans.fresh_tune_log())
-    monkeypatch.setattr(fresh_plans, "MACHINE", {})
+    monkeypatch.setattr(fresh_plans.STATE, "tuned", {})
+    monkeypatch.setattr(fresh_plans.STATE, "tune_log", fresh_plans.fresh_tune_log())
+    monkeypatch.setattr(fresh_plans.STATE, "machine", {})
     return fresh_plans
 
 
@@ -111,7 +111,7 @@ def test_on_a_cpu_the_report_says_the_probes_are_not_timed(sub, monkeypatch, cap
 
 def test_the_probes_run_once_per_process(sub, monkeypatch, capsys):
     sub.machine_probes(CPU)
-    monkeypatch.setattr(sub, "TUNE_LOG", sub.fresh_tune_log())
+    monkeypatch.setattr(sub.STATE, "tune_log", sub.fresh_tune_log())
     sub.machine_probes(CPU)
     assert capsys.readouterr().err.count("submission: machine probes") == 1
 

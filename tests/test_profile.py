@@ -176,7 +176,7 @@ def test_phase_probe_on_cpu_probes_the_dispatched_variant_and_writes_the_records
     choice = fresh_plans.choose(2, 100, torch.device("cpu"))  # one split of two 64-token tiles: DIRECT
     assert record["choice"] == list(choice) and choice[1:4] == (64, 4, 1)
     assert record["probed_kernel"] == "_bf16_split_kernel" and record["clock"] == "amd"
-    plan, = fresh_plans._PLANS.values()
+    plan, = fresh_plans.STATE.plans.values()
     assert record["variant_fields"] == plan.variant._asdict() and "plain_variant" not in record
     assert record["programs"] == 2 and record["tiles_per_program"] == 2
     assert [row["phase"] for row in record["phases"]] == [phase for phase in instrument.PHASES if phase != "merged"]

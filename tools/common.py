@@ -26,10 +26,13 @@ CHOSEN_TRITON_ENV = "MLA_TOOL_TRITON"
 
 def replace_block(path, begin, end, block):
     """Rewrite the text of `path` with `block` (its own begin and end lines included) in place of the lines from
-    the marker `begin` through the marker `end`: the blocks the tools write into submission.py."""
+    the marker `begin` through the marker `end`: the blocks the tools write into submission.py, written by
+    eval.py's with_block (the one writer of the generated blocks)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import eval as harness
     path = Path(path)
-    head, rest = path.read_text().split(begin, 1)
-    path.write_text(head + block + rest.split(end, 1)[1])
+    path.write_text(harness.with_block(path.read_text(), begin, end, block))
 
 
 def use_interpreter_without_gpu():

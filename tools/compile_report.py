@@ -574,12 +574,12 @@ def _dispatching_as(target_name):
     _, arch, num_sms, platform = TARGETS[target_name]
     saved = sub._arch, sub._platform, sub._num_sms
     sub._arch, sub._platform, sub._num_sms = (lambda device: arch), (lambda device: platform), (lambda device: num_sms)
-    sub._cached_prediction.cache_clear()
+    sub.STATE.predictions.clear()
     try:
         yield
     finally:
         sub._arch, sub._platform, sub._num_sms = saved
-        sub._cached_prediction.cache_clear()
+        sub.STATE.predictions.clear()
 
 
 def _first_variant(target_name, launch):

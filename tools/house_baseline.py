@@ -64,9 +64,9 @@ def candidate_lists():
     import compile_report
     sub = compile_report.sub
     with compile_report._dispatching_as("gfx950"), contextlib.ExitStack() as stack:
-        saved = sub.gluon_capable, sub.AITER
-        sub.gluon_capable, sub.AITER = (lambda arch: arch == "gfx950"), None
-        stack.callback(lambda: setattr(sub, "gluon_capable", saved[0]) or setattr(sub, "AITER", saved[1]))
+        saved = sub.gluon_capable, sub.STATE.aiter
+        sub.gluon_capable, sub.STATE.aiter = (lambda arch: arch == "gfx950"), None
+        stack.callback(lambda: setattr(sub, "gluon_capable", saved[0]) or setattr(sub.STATE, "aiter", saved[1]))
         device = sub.torch.device("cpu")
         return {str(case): [sub.describe_choice(c) for c in sub.ranked_candidates(*case, device)]
                 for case in compile_report.LEADERBOARD_CASES}

@@ -139,8 +139,8 @@ def candidate_rows(rows, predict_at):
     own kernels aside) with its prediction at each machine: {case: [{choice, candidate, us {name: us}, terms}]}."""
     out = {}
     with compile_report._dispatching_as("gfx950"):
-        saved = sub.gluon_capable, sub.AITER
-        sub.gluon_capable, sub.AITER = (lambda arch: arch == "gfx950"), None
+        saved = sub.gluon_capable, sub.STATE.aiter
+        sub.gluon_capable, sub.STATE.aiter = (lambda arch: arch == "gfx950"), None
         try:
             for case in CASES:
                 found = []
@@ -155,7 +155,7 @@ def candidate_rows(rows, predict_at):
                                   "terms": {k: round(v, 3) for k, v in terms["fitted"].items()}})
                 out[case] = found
         finally:
-            sub.gluon_capable, sub.AITER = saved
+            sub.gluon_capable, sub.STATE.aiter = saved
     return out
 
 

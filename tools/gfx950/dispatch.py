@@ -124,8 +124,7 @@ def _as_mi355x(sub):
     sub._arch = functools.lru_cache(maxsize=None)(lambda device: ARCH)
     sub._platform = lambda device: "hip"
     sub._num_sms = functools.lru_cache(maxsize=None)(lambda device: NUM_CUS)
-    if hasattr(sub, "_cached_prediction"):
-        sub._cached_prediction.cache_clear()
+    sub.STATE.predictions.clear()
 
 
 def uninstall():
@@ -137,5 +136,4 @@ def uninstall():
         sub, saved = _INSTALLED.pop("module")
         for name, value in saved.items():
             setattr(sub, name, value)
-        if hasattr(sub, "_cached_prediction"):
-            sub._cached_prediction.cache_clear()
+        sub.STATE.predictions.clear()
