@@ -133,6 +133,8 @@ def parse_operand(text):
     if text.startswith("hwreg("):
         args = [a.strip() for a in text[6:-1].split(",")]
         return Operand("hwreg", value=tuple(args), text=raw)
+    if text.startswith("gpr_idx("):   # s_set_gpr_idx_on's mode: which operands M0 indexes
+        return Operand("gpr_idx", value=tuple(a.strip() for a in text[8:-1].split(",") if a.strip()), text=raw)
     if text.startswith("sendmsg("):
         return Operand("sendmsg", value=text, text=raw)
     try:
