@@ -20,8 +20,10 @@ import torch
 import gfx950
 from gfx950 import _add_tensor
 from gfx950.codeobject import CodeObject
-from gfx950.executor import DEFAULT_BUDGET, Dispatch, Kernel
+from gfx950.executor import DEFAULT_BUDGET, Kernel
 from gfx950.memory import Memory
+
+from .findings import LockstepDispatch, workgroup_class
 
 ASM_DIR_ENV = "AITER_ASM_DIR"
 HOW_TO_GET = ("AITER_ASM_DIR is unset: point it at a checkout of ROCm/aiter's hsa/ directory (git clone "
@@ -104,9 +106,10 @@ def _check(condition, message):
 def mla_decode_stage1(q, kv, qo_indptr, kv_indptr, kv_indices, kv_last_page_lens, num_kv_splits_indptr,
                       work_meta_data, work_indptr, work_info_set, max_seqlen_q, page_size, nhead_kv, softmax_scale,
                       split_data, split_lse, output, q_scale=None, kv_scale=None, order=None, detectors=True,
-                      budget=DEFAULT_BUDGET, launches=None):
+                      budget=DEFAULT_BUDGET, launches=None, findings=None):
     """aiter's mla_decode_stage1_asm_fwd on the emulator (see the module docstring); launches: a
-    list the EmulatedLaunch is appended to."""
+    list the EmulatedLaunch is appended to; findings: a findings.Findings whose accepted kinds are
+    recorded instead of stopping the run (None: every finding stops it)."""
     persistent = num_kv_splits_indptr is None
     _check(q.dtype == kv.dtype == torch.float8_e4m3fn, f"fp8 e4m3fn Q and KV only (got {q.dtype}, {kv.dtype})")
     _check(q.dim() == 3 and q.shape[1:] == (16, 576) and q.is_contiguous(), f"q (tokens, 16, 576) contiguous, "
@@ -148,7 +151,9 @@ def mla_decode_stage1(q, kv, qo_indptr, kv_indptr, kv_indices, kv_last_page_lens
     segment = _kernargs(values)
     kernarg = np.frombuffer(segment + b"\0" * 64, dtype=np.uint8).copy()
     base = memory.add_region(kernarg, "kernel arguments", writable=False)
-    dispatch = Dispatch(kernel, memory, base, segment, grid, budget=budget, detectors=detectors)
+    dispatch = LockstepDispatch(kernel, memory, base, segment, grid, budget=budget, detectors=detectors)
+    if findings is not None:
+        dispatch.workgroup_class = workgroup_class(findings)
     with np.errstate(all="ignore"):
         dispatch.run(order=order)
     launch = EmulatedLaunch(path, grid, dispatch)
