@@ -10,10 +10,12 @@ outlasting the reader's LDS reads issued right after the same barrier. The reade
 as they were before that load (as the hardware does when that timing holds).
 
 ISSUE_ORDERED: a wave writes LDS bytes another wave read since the last barrier (a write after a
-read, no barrier between). Ordered only if the reader's read issues first: the waves leave the
-barrier together and the read comes a few instructions after it, the write tens of instructions
-later. Under LockstepDispatch (waves advancing one instruction each in turn) the read does come
-first, so the reader has its value; the ISA does not promise that order.
+read, no barrier between), or reads bytes another wave wrote before the barrier without waiting
+for that write (s_waitcnt lgkmcnt(N > 0) before s_barrier). Ordered only by the order in which
+the LDS serves the waves' requests: the read issues first (the waves leave the barrier together
+and the read comes a few instructions after it, the write tens of instructions later), or the
+write was issued before the barrier and the read after it. Under LockstepDispatch the reader gets
+the value that order gives; the ISA does not promise it.
 
 Both kinds assume the waves of a workgroup advance together (LockstepDispatch: one instruction
 per wave in turn; the hardware's four waves sit on four SIMDs and issue in parallel).
@@ -98,6 +100,24 @@ def workgroup_class(findings):
             return super().lds_write(w, addresses, data, mask, ins, atomic)
 
         def lds_read(self, w, addresses, nbytes, mask, ins, atomic=False):
+            if self.detect and not atomic and ISSUE_ORDERED in findings.accept:
+                lanes = np.nonzero(mask)[0]
+                where = np.broadcast_to(np.asarray(addresses, dtype=np.int64), (64,))[lanes, None] + np.arange(nbytes)
+                where = np.unique(where[(where >= 0) & (where < len(self.lds))])
+                writer = self.lds_writer[where]
+                pending = (writer >= 0) & (writer != w.wave_id)
+                if pending.any() and (self.lds_write_epoch[where][pending] < self.epoch).all():
+                    findings.record(ISSUE_ORDERED, ins, {"workgroup": list(self.group_id), "reader": w.wave_id,
+                                                         "writer": int(writer[pending][0])})
+                    saved = self.lds_writer[where].copy()
+                    self.lds_writer[where[pending]] = -1   # the write, issued before the barrier, is served first
+                    try:
+                        return self._lds_read_timing(w, addresses, nbytes, mask, ins, atomic)
+                    finally:
+                        self.lds_writer[where] = saved
+            return self._lds_read_timing(w, addresses, nbytes, mask, ins, atomic)
+
+        def _lds_read_timing(self, w, addresses, nbytes, mask, ins, atomic=False):
             if self.detect and not atomic and TIMING_ORDERED in findings.accept:
                 lanes = np.nonzero(mask)[0]
                 where = np.broadcast_to(np.asarray(addresses, dtype=np.int64), (64,))[lanes, None] + np.arange(nbytes)

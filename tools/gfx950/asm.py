@@ -297,7 +297,7 @@ def _debug_line(text, files, location):
 # Modifiers whose value changes what an instruction computes (the rest -- offsets, cache
 # bits -- change only where or how it accesses memory, which every form handles alike).
 SEMANTIC_MODIFIERS = ("op_sel", "op_sel_hi", "neg_lo", "neg_hi", "clamp", "mul", "div", "quad_perm", "row_shl",
-                      "row_shr", "row_ror", "row_bcast", "row_mirror", "row_half_mirror", "wave_shl", "wave_shr",
+                      "row_shr", "row_ror", "row_bcast", "row_newbcast", "row_mirror", "row_half_mirror", "wave_shl", "wave_shr",
                       "wave_rol", "wave_ror", "row_mask", "bank_mask", "bound_ctrl", "dst_sel", "dst_unused",
                       "src0_sel", "src1_sel", "cbsz", "abid", "blgp", "lds", "offen", "idxen")
 

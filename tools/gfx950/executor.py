@@ -125,6 +125,7 @@ class Kernel:
                 why = f"{type(exc).__name__}: {exc}"
                 self.unsupported.append((ins, why))
                 self.code.append(_unsupported(ins, why))
+        ops_scalar.index_regions(self.code, program, context)   # VGPR indexing (s_set_gpr_idx_on)
         d = program.descriptor
         try:
             self.entry, self.entry_problem = EntryState(d), None
