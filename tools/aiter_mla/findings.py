@@ -2,7 +2,9 @@
 stops the run unless it is of a kind named here, which is recorded (kind, workgroup, waves, line,
 instruction, count) and the run goes on reading what the hardware reads when its timing holds.
 
-TIMING_ORDERED: a wave reads LDS bytes that another wave's load to LDS (buffer_load ... lds),
+TIMING_ORDERED: a wave writes LDS bytes that another wave's load to LDS, issued before the last
+barrier and not waited for, will write: the load lands first (it was issued hundreds of cycles
+earlier). Or a wave reads LDS bytes that another wave's load to LDS (buffer_load ... lds),
 issued after the reader's last barrier, will overwrite (or that load is issued over bytes the
 other wave read since that barrier). Nothing in the ISA orders the two (no
 barrier or wait between them): the code relies on the load's memory latency (hundreds of cycles)
@@ -67,10 +69,30 @@ def workgroup_class(findings):
             before = self.lds_dma_wave.copy() if self.detect else None
             self._dma_ins = ins
             super().lds_dma(w, addresses, data, mask, ins)
+            queue = w.pending["vm"]
+            land, pc = queue[-1]
+            if before is not None:
+                queue[-1] = (_Landing(land, np.nonzero((self.lds_dma_wave == w.wave_id) & (before != w.wave_id))[0]),
+                             pc)
             if before is not None:
                 self.dma_epoch[(self.lds_dma_wave == w.wave_id) & (before != w.wave_id)] = self.epoch
 
         def _check_overwrite(self, w, index, values, what):
+            flat = np.asarray(index).ravel()
+            dma = self.lds_dma_wave[flat]
+            late = (dma >= 0) & (dma != w.wave_id)
+            if late.any() and TIMING_ORDERED in findings.accept and \
+                    (self.dma_epoch[flat][late] < self.epoch).all():
+                # loads to LDS issued before the barrier, still in flight: they land first
+                findings.record(TIMING_ORDERED, self._write_ins if not what.startswith("loads") else self._dma_ins,
+                                {"workgroup": list(self.group_id), "writer": w.wave_id, "loader": int(dma[late][0])})
+                bytes_in_flight = set(flat[late].tolist())
+                for other in self.waves:
+                    for landing, _ in other.pending["vm"]:
+                        if isinstance(landing, _Landing) and not landing.done and \
+                                bytes_in_flight.intersection(landing.index.tolist()):
+                            landing()
+                            self.lds_write_epoch[landing.index] = self.epoch - 1   # landed before this epoch
             kind = TIMING_ORDERED if what.startswith("loads to LDS") else ISSUE_ORDERED
             if kind in findings.accept:
                 others = [i for i in range(len(self.waves)) if i != w.wave_id]
@@ -137,6 +159,18 @@ def workgroup_class(findings):
             return super().lds_read(w, addresses, nbytes, mask, ins, atomic)
 
     return ClassifyingWorkgroup
+
+
+class _Landing:
+    """A load to LDS's landing that may happen early (once): `index` the LDS bytes it writes."""
+
+    def __init__(self, land, index):
+        self.land, self.index, self.done = land, index, False
+
+    def __call__(self):
+        if not self.done:
+            self.done = True
+            self.land()
 
 
 class _Step:
