@@ -25,6 +25,10 @@ NEWER_CORPUS = "tests/test_gfx950_corpus.py::test_corpus_kernel_matches_numpy_bu
 VALU, MEMORY = "tools/gfx950/ops_vector.py", "tools/gfx950/ops_memory.py"
 
 MUTATIONS = [
+    # --- issue 47: our aiter glue, checked by the test double here and by aiter's own code objects on the
+    # gfx950 emulator where AITER_ASM_DIR is set (tests/test_aiter_emulated.py; tools/aiter_mla/run.py --glue)
+    mutation("aiter glue: the KV scale left out (aiter gets ones)", "kv_scale=kv_scale,",
+             "kv_scale=torch.ones_like(kv_scale),", AITER_Q8 + ["plumbing_gives_the_a8w8_answer"]),
     # --- issue 35: submission's MI355X binaries on the gfx950 emulator (tests/test_gfx950_submission.py) ---
     mutation("emulated gluon: the ring waits one tile late (a tile read before its copy lands)",
              "            gl.amd.cdna4.async_copy.wait_group(1)\n", "            gl.amd.cdna4.async_copy.wait_group(2)\n",
