@@ -1,0 +1,104 @@
+"""The forms aiter's gfx950 MLA decode objects added to the emulator, each on hand-written amdgcn
+(gfx950.run_asm) against numpy, and the code object reader's pieces that need no aiter file (the
+kernel descriptor, the metadata note's MessagePack). No Triton build emits these forms, so these
+hold the emulator to AMD's ISA text, not to hardware; aiter's decode running right end to end
+(tests/test_aiter_emulated.py, with AITER_ASM_DIR) is the check against AMD's own use of them.
+"""
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import gfx950  # noqa: E402
+from gfx950.codeobject import _unpack, kernel_descriptor  # noqa: E402
+
+STORE = """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  s_waitcnt lgkmcnt(0)
+  v_lshlrev_b32 v3, 2, v0
+  {body}
+  global_store_dword v3, v2, s[4:5]
+  s_endpgm
+"""
+
+
+def lanes_of(body, extra_args=()):
+    out = torch.full((64,), -1, dtype=torch.int32)
+    gfx950.run_asm(STORE.format(body=body), [out, *extra_args])
+    return out.numpy()
+
+
+@pytest.mark.parametrize("row_lane", [0, 5, 15])
+def test_dpp_row_newbcast_gives_each_row_its_lane(row_lane):
+    got = lanes_of(f"v_mul_u32_u24 v1, v0, 3\n  v_mov_b32_dpp v2, v1 row_newbcast:{row_lane} row_mask:0xf bank_mask:0xf")
+    lane = np.arange(64)
+    assert got.tolist() == (3 * (lane - lane % 16 + row_lane)).tolist()
+
+
+def test_gpr_idx_offsets_src0_until_it_is_turned_off():
+    body = """v_mov_b32 v10, 100
+  v_mov_b32 v11, 200
+  v_mov_b32 v12, 300
+  s_mov_b32 s6, 2
+  s_set_gpr_idx_on s6, gpr_idx(SRC0)
+  v_add_u32_e32 v20, v10, v0
+  s_set_gpr_idx_off
+  v_add_u32_e32 v21, v10, v0
+  v_mul_u32_u24 v2, v20, 1000
+  v_add_u32_e32 v2, v2, v21"""
+    lane = np.arange(64)
+    assert lanes_of(body).tolist() == ((300 + lane) * 1000 + 100 + lane).tolist()
+
+
+def test_gpr_idx_of_another_operand_is_refused_by_name():
+    body = """s_mov_b32 s6, 1
+  s_set_gpr_idx_on s6, gpr_idx(DST)
+  v_mov_b32 v2, v0
+  s_set_gpr_idx_off"""
+    with pytest.raises(gfx950.EmulationError, match="VGPR indexing of DST"):
+        lanes_of(body)
+
+
+def test_a_strided_descriptor_without_index_is_range_checked_in_bytes():
+    # stride 4 (word 1 bits 16-29), num_records 40 bytes: offsets 0..252, those >= 40 read 0
+    body = """s_load_dwordx2 s[8:9], s[0:1], 0x8
+  s_waitcnt lgkmcnt(0)
+  s_and_b32 s9, s9, 0xffff
+  s_or_b32 s9, s9, 0x40000
+  s_mov_b32 s10, 40
+  s_mov_b32 s11, 0x20000
+  buffer_load_dword v2, v3, s[8:11], 0 offen
+  s_waitcnt vmcnt(0)"""
+    source = torch.arange(1, 65, dtype=torch.int32)
+    got = lanes_of(body, [source])
+    assert got.tolist() == [v if i < 10 else 0 for i, v in enumerate(range(1, 65))]
+
+
+def test_kernel_descriptor_fields():
+    raw = bytearray(64)
+    struct.pack_into("<III", raw, 0, 163840, 0, 288)
+    struct.pack_into("<q", raw, 16, 4288)
+    rsrc1 = 63 | (3 << 18)                     # 512 VGPRs; fp32 denormals flushed (0), fp16/64 kept (3)
+    rsrc2 = (2 << 1) | (1 << 7) | (1 << 8) | (1 << 9)   # 2 user SGPRs; workgroup ids x, y, z
+    struct.pack_into("<III", raw, 44, 63, rsrc1, rsrc2)
+    struct.pack_into("<HH", raw, 56, 1 << 3, 0)  # kernarg segment pointer
+    d = kernel_descriptor(bytes(raw))
+    assert (d["group_segment_fixed_size"], d["kernarg_size"], d["kernel_code_entry_byte_offset"]) == (163840, 288, 4288)
+    assert (d["next_free_vgpr"], d["accum_offset"], d["float_denorm_mode_32"], d["float_denorm_mode_16_64"]) == \
+        (512, 256, 0, 3)
+    assert (d["user_sgpr_count"], d["user_sgpr_kernarg_segment_ptr"], d["user_sgpr_dispatch_ptr"]) == (2, 1, 0)
+    assert [d[f"system_sgpr_workgroup_id_{a}"] for a in "xyz"] == [1, 1, 1]
+
+
+def test_metadata_messagepack():
+    # {"amdhsa.kernels": [{".name": "k", ".kernarg_segment_size": 288, ".args": [{".offset": 0, ".size": 8}]}]}
+    blob = (b"\x81\xaeamdhsa.kernels\x91\x83\xa5.name\xa1k\xb5.kernarg_segment_size\xcd\x01\x20"
+            b"\xa5.args\x91\x82\xa7.offset\x00\xa5.size\x08")
+    value, end = _unpack(blob)
+    assert end == len(blob)
+    assert value == {"amdhsa.kernels": [{".name": "k", ".kernarg_segment_size": 288, ".args": [{".offset": 0,
+                                                                                                 ".size": 8}]}]}
