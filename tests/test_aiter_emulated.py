@@ -83,7 +83,12 @@ def test_code_object_loads_with_every_form_implemented(persistent):
     d = code.descriptor
     assert (d["group_segment_fixed_size"], d["user_sgpr_kernarg_segment_ptr"], d["system_sgpr_workgroup_id_z"]) == \
         (163840, 1, 1)
-    assert code.metadata["kernarg_segment_size"] == 288 and code.metadata["wavefront_size"] == 64
+    assert code.metadata["wavefront_size"] == 64
+    # the metadata note's arguments sit where asm_mla.cu's KernelArgs puts its fields: one every 16 bytes, in order
+    from aiter_mla.launch import FIELD_BYTES, KERNEL_ARGS
+    offsets = [arg["offset"] for arg in code.kernargs if arg["name"] != "pad"]
+    assert offsets == [FIELD_BYTES * i for i in range(len(offsets))] and len(offsets) in (len(KERNEL_ARGS) - 1,
+                                                                                            len(KERNEL_ARGS))
     assert any(".Lpc_" in line and line.endswith(":") for line in code.text.splitlines()), "branch targets labelled"
 
 
