@@ -102,3 +102,65 @@ def test_metadata_messagepack():
     assert end == len(blob)
     assert value == {"amdhsa.kernels": [{".name": "k", ".kernarg_segment_size": 288, ".args": [{".offset": 0,
                                                                                                  ".size": 8}]}]}
+
+
+@pytest.mark.parametrize("high_word", [False, True])
+def test_cvt_pk_fp8_f32_rounds_to_nearest_even_into_the_selected_word(high_word):
+    """v_cvt_pk_fp8_f32 (aiter's P to e4m3): two floats to e4m3fn codes, nearest even (torch's conversion), into
+    word 0 or (op_sel:[0,0,1]) word 1, the other word kept."""
+    rng = np.random.default_rng(47)
+    grid = torch.arange(0, 127, dtype=torch.uint8).view(torch.float8_e4m3fn).float().numpy()   # finite codes >= 0
+    middles = (grid[:-1] + grid[1:]) / 2                                                          # ties both ways
+    values = np.concatenate([grid, middles, -grid, -middles, rng.uniform(-448, 448, 200)]).astype(np.float32)
+    values = values[:128]
+    pairs = torch.tensor(values.view(np.int32).reshape(64, 2))
+    sel = " op_sel:[0,0,1]" if high_word else ""
+    body = f"""s_load_dwordx2 s[8:9], s[0:1], 0x8
+  s_waitcnt lgkmcnt(0)
+  v_lshlrev_b32 v4, 3, v0
+  global_load_dwordx2 v[6:7], v4, s[8:9]
+  s_waitcnt vmcnt(0)
+  v_mov_b32 v2, 0x5a5a5a5a
+  v_cvt_pk_fp8_f32 v2, v6, v7{sel}"""
+    got = lanes_of(body, [pairs]).view(np.uint32)
+    codes = torch.tensor(values).to(torch.float8_e4m3fn).view(torch.uint8).numpy().astype(np.uint32).reshape(64, 2)
+    packed = codes[:, 0] | (codes[:, 1] << 8)
+    expected = (packed << 16) | 0x5A5A if high_word else 0x5A5A0000 | packed
+    assert got.tolist() == expected.tolist()
+
+
+def test_mfma_16x16x32_fp8_fp8_is_the_product_of_its_operands():
+    """v_mfma_f32_16x16x32_fp8_fp8 (aiter's non-persistent decode): D (16 x 16) = A (16 x 32) B (32 x 16) on e4m3
+    codes, A row i / B column j in lanes i (j) + 16 g holding k = 8 g .. 8 g + 7 (AMD's matrix instruction
+    calculator for CDNA3), D row 4 g + r in lane j + 16 g, register r."""
+    rng = np.random.default_rng(470)
+    codes = rng.integers(0, 256, (2, 64, 8)).astype(np.uint8)
+    codes[(codes & 0x7F) == 0x7F] = 0x38   # no NaN codes
+    operands = torch.tensor(codes.reshape(2, 64, 8).view(np.int32).reshape(-1))
+    out = torch.zeros(64 * 4, dtype=torch.float32)
+    text = """
+  s_load_dwordx4 s[4:7], s[0:1], 0x0
+  s_waitcnt lgkmcnt(0)
+  v_lshlrev_b32 v1, 3, v0
+  global_load_dwordx2 v[4:5], v1, s[6:7]
+  global_load_dwordx2 v[6:7], v1, s[6:7] offset:512
+  s_waitcnt vmcnt(0)
+  v_mfma_f32_16x16x32_fp8_fp8 v[8:11], v[4:5], v[6:7], 0
+  s_nop 7
+  s_nop 7
+  v_lshlrev_b32 v1, 4, v0
+  global_store_dwordx4 v1, v[8:11], s[4:5]
+  s_endpgm
+"""
+    gfx950.run_asm(text, [out, operands])
+    values = torch.tensor(codes).view(torch.float8_e4m3fn).double().numpy()   # (2, 64 lanes, 8 bytes)
+    a = np.zeros((16, 32))
+    b = np.zeros((32, 16))
+    for lane in range(64):
+        group = lane // 16
+        a[lane % 16, 8 * group:8 * group + 8] = values[0, lane]
+        b[8 * group:8 * group + 8, lane % 16] = values[1, lane]
+    d = a @ b
+    got = out.numpy().reshape(64, 4)
+    expected = np.array([[d[4 * (lane // 16) + r, lane % 16] for r in range(4)] for lane in range(64)])
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
