@@ -119,3 +119,4 @@ def test_eval_runs_our_aiter_glue_on_the_emulated_objects(tmp_path):
     result = subprocess.run([sys.executable, "eval.py", "test", str(cases)], cwd=ROOT, env=env, capture_output=True,
                             text=True, timeout=600)
     assert "check: pass" in result.stdout, result.stdout[-2000:]
+    assert "aiter mla_a8w8_qh16_qseqlen1_gqaratio16_ps 1 launch" in result.stdout, "the case names aiter's decode"

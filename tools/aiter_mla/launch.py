@@ -20,6 +20,7 @@ import torch
 import gfx950
 from gfx950 import _add_tensor
 from gfx950.codeobject import CodeObject
+from gfx950.dispatch import record
 from gfx950.executor import DEFAULT_BUDGET, Kernel
 from gfx950.memory import Memory
 
@@ -154,9 +155,15 @@ def mla_decode_stage1(q, kv, qo_indptr, kv_indptr, kv_indices, kv_last_page_lens
     dispatch = LockstepDispatch(kernel, memory, base, segment, grid, budget=budget, detectors=detectors)
     if findings is not None:
         dispatch.workgroup_class = workgroup_class(findings)
-    with np.errstate(all="ignore"):
-        dispatch.run(order=order)
+    name = f"aiter {os.path.basename(path)[:-3]}"
+    try:
+        with np.errstate(all="ignore"):
+            dispatch.run(order=order)
+    except gfx950.EmulationError as exc:   # eval.py's verdict names it even where the caller catches it
+        record(name, failure=str(exc))
+        raise
     launch = EmulatedLaunch(path, grid, dispatch)
+    record(name, dispatch.instructions)
     if launches is not None:
         launches.append(launch)
     return launch
