@@ -164,3 +164,15 @@ def test_mfma_16x16x32_fp8_fp8_is_the_product_of_its_operands():
     got = out.numpy().reshape(64, 4)
     expected = np.array([[d[4 * (lane // 16) + r, lane % 16] for r in range(4)] for lane in range(64)])
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("overflow", [0, 1])
+def test_the_descriptors_fp16_overflow_sets_mode_at_entry(overflow):
+    """A code object's fp16_overflow (kernel descriptor rsrc1 bit 26, `.amdhsa_fp16_overflow`) is MODE.FP16_OVFL at
+    entry: 1000.0 to e4m3 saturates to 448 (0x7E) with it, and is NaN (0x7F) without it."""
+    text = f".amdhsa_fp16_overflow {overflow}\n" + STORE.format(body="""v_mov_b32 v1, 0x447a0000
+  v_mov_b32 v2, 0
+  v_cvt_pk_fp8_f32 v2, v1, v1""")
+    out = torch.full((64,), -1, dtype=torch.int32)
+    gfx950.run_asm(text, [out])
+    assert (out.numpy() & 0xFF).tolist() == [0x7E if overflow else 0x7F] * 64
