@@ -11,6 +11,7 @@ and on tests_cpu.txt (its 17-64-token cases stop at aiter's metadata dividing by
 import argparse
 import collections
 import datetime
+import importlib.metadata
 import json
 import os
 import platform
@@ -49,6 +50,13 @@ HAND_CHECKED = (("row_newbcast", "test_dpp_row_newbcast_gives_each_row_its_lane"
                 ("v_mfma_f32_16x16x32_fp8_fp8", "test_mfma_16x16x32_fp8_fp8_is_the_product_of_its_operands"))
 GLUE_CASES = "batchsize: 2; qseqlen: 1; kvseqlen: 300; seed: 201\nbatchsize: 3; qseqlen: 1; kvseqlen: 600; seed: 202\n"
 GLUE_BUG = ("kv_scale=kv_scale,", "kv_scale=torch.ones_like(kv_scale),")   # the KV scale left out of our glue
+
+
+def _version(package):
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def make_case(lengths, seed):
@@ -221,7 +229,8 @@ def main():
         record = {
             "date": datetime.date.today().isoformat(), "command": "AITER_ASM_DIR=<aiter>/hsa python tools/aiter_mla/run.py "
             "--write" + (" --glue" if options.glue else ""), "device": f"CPU ({platform.machine()}), the gfx950 emulator",
-            "versions": {"python": platform.python_version(), "torch": torch.__version__, "aiter": AITER_COMMIT},
+            "versions": {"python": platform.python_version(), "torch": torch.__version__, "aiter": AITER_COMMIT,
+                         "rocm-llvm-python": _version("rocm-llvm-python")},
             "aiter_commit": AITER_COMMIT, "files_sha256": files,
             "assumptions": {
                 "LOCKSTEP": findings_module.ASSUMPTION_LOCKSTEP, "LDS_LATENCY": findings_module.ASSUMPTION_LDS_LATENCY,
