@@ -401,6 +401,9 @@ def _install_emulator():
     except Exception:  # noqa: BLE001 - each case reports the failed import in one line
         submission = None
     dispatch.install(submission)
+    from aiter_mla import install as aiter_install   # MLA_PATH=aiter: aiter's code objects, emulated
+    if aiter_install.wanted():
+        aiter_install.install(submission)
 
 
 class SubmissionUnavailable(Exception):

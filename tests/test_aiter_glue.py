@@ -8,6 +8,7 @@ buffer shows up in the output. Where real aiter imports (ROCm), the real thing i
 """
 import inspect
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -28,7 +29,7 @@ F3BE04A_SIGNATURES = {
     "get_mla_metadata_v1": ["qo_indptr", "kv_indptr", "kv_last_page_len", "num_heads_per_head_k",
                             "num_heads_k", "is_causal", "work_metadata", "work_info_set", "work_indptr",
                             "reduce_indptr", "reduce_final_map", "reduce_partial_map", "page_size",
-                            "kv_granularity", "max_seqlen_qo", "uni_seqlen_qo", "fast_mode",
+                            "kv_granularity", "max_seqlen_qo", "uni_seqlen_qo", "fast_mode", "topk",
                             "max_split_per_batch", "intra_batch_mode", "dtype_q", "dtype_kv"],
     "mla_decode_fwd": ["q", "kv_buffer", "o", "qo_indptr", "kv_indptr", "kv_indices", "kv_last_page_lens",
                        "max_seqlen_q", "page_size", "nhead_kv", "sm_scale", "logit_cap", "num_kv_splits",
@@ -55,8 +56,9 @@ class FakeAiter:
 
     def metadata_fill(self, qo_indptr, kv_indptr, kv_last_page_len, num_heads_per_head_k, num_heads_k,
                       is_causal, work_metadata, work_info_set, work_indptr, reduce_indptr,
-                      reduce_final_map, reduce_partial_map, *, page_size, kv_granularity, max_seqlen_qo,
-                      uni_seqlen_qo, fast_mode, max_split_per_batch, intra_batch_mode, dtype_q, dtype_kv):
+                      reduce_final_map, reduce_partial_map, page_size=1, kv_granularity=16, max_seqlen_qo=-1,
+                      uni_seqlen_qo=-1, fast_mode=True, topk=-1, max_split_per_batch=-1, intra_batch_mode=False,
+                      dtype_q=None, dtype_kv=None):
         assert (num_heads_per_head_k, num_heads_k, page_size, max_seqlen_qo) == (16, 1, 1, 1)
         assert torch.equal(kv_last_page_len, kv_indptr[1:] - kv_indptr[:-1])
         work_metadata.copy_(kv_indptr)  # what the decode checks it was built from
@@ -136,6 +138,17 @@ def test_the_double_has_the_f3be04a_signatures():
     for name, method in (("get_mla_metadata_info_v1", double.metadata_info),
                          ("get_mla_metadata_v1", double.metadata_fill), ("mla_decode_fwd", double.mla_decode_fwd)):
         assert list(inspect.signature(method).parameters) == F3BE04A_SIGNATURES[name], name
+
+
+def test_the_emulated_aiter_has_the_f3be04a_signatures():
+    """tools/aiter_mla's stand-in (aiter's code objects on the gfx950 emulator) takes what aiter takes."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from aiter_mla import standin
+    api = standin.api()
+    for name, key in (("get_mla_metadata_info_v1", "metadata_info"), ("get_mla_metadata_v1", "metadata_fill"),
+                      ("mla_decode_fwd", "mla_decode_fwd")):
+        names = list(inspect.signature(api[key]).parameters)
+        assert names[:len(F3BE04A_SIGNATURES[name])] == F3BE04A_SIGNATURES[name], name
 
 
 @pytest.mark.skipif(not HAS_REAL_AITER, reason="needs aiter on a ROCm GPU")

@@ -258,7 +258,7 @@ def test_an_unknown_opcode_stops_the_run_naming_it():
 
 def test_an_unimplemented_form_stops_the_run_naming_it():
     with pytest.raises(gfx950.EmulationError, match=r"DPP control .* not implemented"):
-        lanes_after("v_mov_b32_dpp v1, v0 row_newbcast:1 row_mask:0xf bank_mask:0xf")
+        lanes_after("v_mov_b32_dpp v1, v0 row_bcast:7 row_mask:0xf bank_mask:0xf")
 
 
 def test_an_access_outside_every_tensor_names_lane_and_address():

@@ -23,8 +23,29 @@ BANKS = "tools/gfx950/banks.py"
 CORPUS = "tests/test_gfx950_corpus.py::test_corpus_kernel_matches_numpy"
 NEWER_CORPUS = "tests/test_gfx950_corpus.py::test_corpus_kernel_matches_numpy_built_with_the_newer_triton"
 VALU, MEMORY = "tools/gfx950/ops_vector.py", "tools/gfx950/ops_memory.py"
+AITER_FORMS = ["tests/test_gfx950_aiter_forms.py", "-k"]
 
 MUTATIONS = [
+    # --- issue 47: our aiter glue, checked by the test double here and by aiter's own code objects on the
+    # gfx950 emulator where AITER_ASM_DIR is set (tests/test_aiter_emulated.py; tools/aiter_mla/run.py --glue)
+    mutation("aiter glue: the KV scale left out (aiter gets ones)", "kv_scale=kv_scale,",
+             "kv_scale=torch.ones_like(kv_scale),", AITER_Q8 + ["plumbing_gives_the_a8w8_answer"]),
+    mutation("aiter objects: the metadata's splits start one token late (a token in no split)",
+             "            kv_start = begin + sid * payload * kv_granularity\n",
+             "            kv_start = begin + sid * payload * kv_granularity + 1\n",
+             ["tests/test_aiter_emulated.py", "-k", "covers_every_token_once"], path="tools/aiter_mla/metadata.py"),
+    mutation("aiter objects: DPP row_newbcast counts its lane from the row's end",
+             'return row_base + modifiers["row_newbcast"],', 'return row_base + 15 - modifiers["row_newbcast"],',
+             AITER_FORMS + ["row_newbcast"], path=VALU),
+    mutation("aiter objects: VGPR indexing leaves src0 where it is",
+             "moved = replace(op, index=op.index + index)", "moved = replace(op, index=op.index)",
+             AITER_FORMS + ["gpr_idx_offsets_src0"], path="tools/gfx950/ops_scalar.py"),
+    mutation("aiter objects: MODE at entry ignores the descriptor's fp16_overflow",
+             '                             | d.get("fp16_overflow", 0) << 23)', "                             )",
+             AITER_FORMS + ["fp16_overflow_sets_mode"], path="tools/gfx950/executor.py"),
+    mutation("aiter objects: a strided descriptor without index refused",
+             '        if d["add_tid"] or d["swizzle"]:', '        if d["stride"] or d["add_tid"] or d["swizzle"]:',
+             AITER_FORMS + ["strided_descriptor_without_index"], path=MEMORY),
     # --- issue 35: submission's MI355X binaries on the gfx950 emulator (tests/test_gfx950_submission.py) ---
     mutation("emulated gluon: the ring waits one tile late (a tile read before its copy lands)",
              "            gl.amd.cdna4.async_copy.wait_group(1)\n", "            gl.amd.cdna4.async_copy.wait_group(2)\n",

@@ -24,12 +24,13 @@ import numpy as np
 from ._build_worker import BUILD_WORKER_ENV
 from .asm import parse
 from .build import INSTALLED_TRITON, BuildError, Built, build, describe_argument
+from .codeobject import load_code_object
 from .executor import DEFAULT_BUDGET, Dispatch, Kernel
 from .memory import REGION_BYTES, Memory
 from .registry import Unsupported
 from .wave import EmulationError
 
-__all__ = ["emulate", "load", "run_built", "BuildError", "EmulationError", "Unsupported", "Launch", "INSTALLED_TRITON"]
+__all__ = ["emulate", "load", "load_code_object", "run_built", "BuildError", "EmulationError", "Unsupported", "Launch", "INSTALLED_TRITON"]
 
 
 class Launch:

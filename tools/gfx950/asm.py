@@ -133,6 +133,8 @@ def parse_operand(text):
     if text.startswith("hwreg("):
         args = [a.strip() for a in text[6:-1].split(",")]
         return Operand("hwreg", value=tuple(args), text=raw)
+    if text.startswith("gpr_idx("):   # s_set_gpr_idx_on's mode: which operands M0 indexes
+        return Operand("gpr_idx", value=tuple(a.strip() for a in text[8:-1].split(",") if a.strip()), text=raw)
     if text.startswith("sendmsg("):
         return Operand("sendmsg", value=text, text=raw)
     try:
@@ -295,7 +297,7 @@ def _debug_line(text, files, location):
 # Modifiers whose value changes what an instruction computes (the rest -- offsets, cache
 # bits -- change only where or how it accesses memory, which every form handles alike).
 SEMANTIC_MODIFIERS = ("op_sel", "op_sel_hi", "neg_lo", "neg_hi", "clamp", "mul", "div", "quad_perm", "row_shl",
-                      "row_shr", "row_ror", "row_bcast", "row_mirror", "row_half_mirror", "wave_shl", "wave_shr",
+                      "row_shr", "row_ror", "row_bcast", "row_newbcast", "row_mirror", "row_half_mirror", "wave_shl", "wave_shr",
                       "wave_rol", "wave_ror", "row_mask", "bank_mask", "bound_ctrl", "dst_sel", "dst_unused",
                       "src0_sel", "src1_sel", "cbsz", "abid", "blgp", "lds", "offen", "idxen")
 

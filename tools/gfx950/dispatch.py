@@ -51,6 +51,15 @@ def summary(launches):
                      for name, (count, total) in totals.items()) or "no kernel"
 
 
+def record(name, instructions=None, failure=None):
+    """A launch made outside gfx950.emulate (aiter's code objects, tools/aiter_mla) into the record:
+    its kernel name and wave instructions, or its failure's one-line message."""
+    if failure is not None:
+        _RECORD["failures"].append(failure)
+    else:
+        _RECORD["launches"].append((name, instructions))
+
+
 def _emulate_recorded(kernel, grid, args, kwargs):
     """gfx950.emulate, its launch or its failure recorded."""
     import gfx950

@@ -125,16 +125,18 @@ class Kernel:
                 why = f"{type(exc).__name__}: {exc}"
                 self.unsupported.append((ins, why))
                 self.code.append(_unsupported(ins, why))
+        ops_scalar.index_regions(self.code, program, context)   # VGPR indexing (s_set_gpr_idx_on)
         d = program.descriptor
         try:
             self.entry, self.entry_problem = EntryState(d), None
         except Unsupported as exc:
             self.entry, self.entry_problem = None, str(exc)
         self.private_bytes = d.get("private_segment_fixed_size", 0)
-        # MODE at entry: FP_ROUND [3:0], FP_DENORM [7:4], DX10_CLAMP [8], IEEE [9]
+        # MODE at entry: FP_ROUND [3:0], FP_DENORM [7:4], DX10_CLAMP [8], IEEE [9], FP16_OVFL [23]
         self.initial_mode = (d.get("float_round_mode_32", 0) | d.get("float_round_mode_16_64", 0) << 2
                              | d.get("float_denorm_mode_32", 3) << 4 | d.get("float_denorm_mode_16_64", 3) << 6
-                             | d.get("dx10_clamp", 1) << 8 | d.get("ieee_mode", 1) << 9)
+                             | d.get("dx10_clamp", 1) << 8 | d.get("ieee_mode", 1) << 9
+                             | d.get("fp16_overflow", 0) << 23)   # FP16_OVFL: the fp8/fp16 converts saturate
 
 
 class Workgroup:

@@ -321,7 +321,10 @@ class _BufferAddressing:
     def __call__(self, w, nbytes):
         """-> (addresses (64,) uint64, in_range (64,) bool per access, descriptor)."""
         d = descriptor(w.s[self.rsrc:self.rsrc + 4])
-        if d["stride"] or d["add_tid"] or d["swizzle"]:
+        # a stride with neither idxen nor swizzle nor add_tid (aiter's MLA decode reads its page indices
+        # through a stride-4 descriptor, offen only) addresses as a raw buffer and is range-checked in bytes
+        # against num_records: an assumption, named in docs/aiter_mla_emulated.md (STRIDE_WITHOUT_INDEX)
+        if d["add_tid"] or d["swizzle"]:
             raise Unsupported(f"{self.text}: structured/swizzled buffer descriptors (stride {d['stride']})")
         voffset = np.asarray(self.get_voffset(w), dtype=np.int64) if self.offen else np.int64(0)
         offset = np.broadcast_to(voffset + self.inst_offset, (LANES,))

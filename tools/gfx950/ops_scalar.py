@@ -5,7 +5,7 @@ import numpy as np
 
 from .memory import words_of
 from .registry import Stop, Unsupported, refuse_modifiers, semantics
-from .wave import EXEC_LO, MASK32, VCC_LO, scalar_getter, sgpr_index
+from .wave import EXEC_LO, M0, MASK32, VCC_LO, scalar_getter, sgpr_index
 
 MASK64 = (1 << 64) - 1
 
@@ -430,4 +430,76 @@ def compile_smem_load(ins, ctx):
             if first <= EXEC_LO < first + count or first <= EXEC_LO + 1 < first + count:
                 w.sync_exec()
         w.workgroup.issue(w, "lgkm", land)
+    return run
+
+
+# --- VGPR indexing (s_set_gpr_idx_on / _off; CDNA4 ISA, "VGPR indexing") ---------------------
+# s_set_gpr_idx_on S0, gpr_idx(MODES) sets M0[7:0] = S0[7:0] (the index) and M0[15:12] = the modes
+# (bit 0 SRC0, 1 SRC1, 2 SRC2, 3 DST) and turns indexing on: until s_set_gpr_idx_off, a VALU
+# operand of an enabled kind names the VGPR its number + M0[7:0]. Only SRC0 is implemented.
+GPR_IDX_MODES = {"SRC0": 1, "SRC1": 2, "SRC2": 4, "DST": 8}
+
+
+@semantics("s_set_gpr_idx_on")
+def compile_set_gpr_idx_on(ins, ctx):
+    source, mode = ins.operands
+    if mode.kind != "gpr_idx":
+        raise Unsupported(f"{ins.text}: the mode operand")
+    bits = sum(GPR_IDX_MODES[m] for m in mode.value)
+    get = scalar_getter(source)
+
+    def run(w):
+        w.s[M0] = (w.s[M0] & ~0xF0FF & 0xFFFFFFFF) | (get(w) & 0xFF) | (bits << 12)
+        w.gpr_idx = True
+    return run
+
+
+@semantics("s_set_gpr_idx_off")
+def compile_set_gpr_idx_off(ins, ctx):
+    def run(w):
+        w.gpr_idx = False
+    return run
+
+
+def index_regions(code, program, context):
+    """Recompile the VALU instructions between an s_set_gpr_idx_on and the next s_set_gpr_idx_off
+    (in program order) so that, while indexing is on, their src0 VGPR is offset by M0[7:0]; a mode
+    other than SRC0 is Unsupported. Each index's variant is compiled once, when first run."""
+    from dataclasses import replace
+    from .registry import SEMANTICS
+    region = None
+    for pc, ins in enumerate(program.instructions):
+        if ins.mnemonic == "s_set_gpr_idx_on":
+            region = ins.operands[1].value if len(ins.operands) > 1 else ()
+            continue
+        if ins.mnemonic == "s_set_gpr_idx_off":
+            region = None
+            continue
+        if region is None or not ins.mnemonic.startswith("v_"):
+            continue
+        if set(region) != {"SRC0"}:
+            code[pc] = _refuse(f"{ins.text}: VGPR indexing of {', '.join(region)} (only SRC0 is implemented)")
+            continue
+        plain, variants = code[pc], {}
+        src0 = 1 if len(ins.operands) > 1 else 0
+
+        def run(w, plain=plain, variants=variants, ins=ins, src0=src0):
+            if not getattr(w, "gpr_idx", False):
+                return plain(w)
+            index = w.s[M0] & 0xFF
+            if index not in variants:
+                op = ins.operands[src0]
+                if op.kind != "v":
+                    variants[index] = plain
+                else:
+                    moved = replace(op, index=op.index + index)
+                    operands = ins.operands[:src0] + (moved,) + ins.operands[src0 + 1:]
+                    variants[index] = SEMANTICS[ins.mnemonic](replace(ins, operands=operands), context)
+            return variants[index](w)
+        code[pc] = run
+
+
+def _refuse(why):
+    def run(w):
+        raise Unsupported(why)
     return run

@@ -466,11 +466,13 @@ def dpp_sources(modifiers):
             return 16 * row - 1, row >= 1
         if n == 31:
             return np.full(LANES, 31), row >= 2
+    if "row_newbcast" in modifiers:   # gfx90a+: lane n of each row to every lane of that row
+        return row_base + modifiers["row_newbcast"], np.ones(LANES, dtype=bool)
     raise Unsupported(f"DPP control {sorted(modifiers)} not implemented")
 
 
 DPP_MODIFIERS = ("quad_perm", "row_shl", "row_shr", "row_ror", "row_mirror", "row_half_mirror", "wave_shl",
-                 "wave_shr", "wave_rol", "wave_ror", "row_bcast", "row_mask", "bank_mask", "bound_ctrl", "fi")
+                 "wave_shr", "wave_rol", "wave_ror", "row_bcast", "row_newbcast", "row_mask", "bank_mask", "bound_ctrl", "fi")
 
 
 def _dpp(ins):
