@@ -239,10 +239,14 @@ def test_lds_write_visible_to_other_waves_only_once_retired():
     gfx950.run_asm(text.format(wait="s_waitcnt lgkmcnt(0)"), [out], num_warps=2, lds_bytes=512)
     assert (out.numpy() == 1000 + (np.arange(128) ^ 64)).all()
     out.zero_()
-    gfx950.run_asm(text.format(wait=""), [out], num_warps=2, lds_bytes=512, detectors=False)
+    gfx950.run_asm(text.format(wait=""), [out], num_warps=2, lds_bytes=512, detectors=False, executor="serial")
     # wave 0 reads before wave 1's write retired (LDS starts zero); wave 1 sees wave 0's,
     # retired by the wait wave 0 made before its store
     assert (out.numpy()[:64] == 0).all() and (out.numpy()[64:] == 1000 + np.arange(64)).all()
+    out.fill_(7)
+    gfx950.run_asm(text.format(wait=""), [out], num_warps=2, lds_bytes=512, detectors=False)
+    # in lockstep both waves read before either waits: neither sees the other's write
+    assert (out.numpy() == 0).all()
     # with the detectors on (the default) the read is named as the race it is
     with pytest.raises(gfx950.EmulationError, match="LDS race: wave 0 reads bytes wave 1 wrote, before that write "
                                                     "retired"):

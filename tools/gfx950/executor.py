@@ -24,6 +24,15 @@ from .wave import LANE_IDS, LANES, EmulationError, Wave
 BUDGET_ENV = "GFX950_BUDGET"
 DEFAULT_BUDGET = int(os.environ.get(BUDGET_ENV) or 1_000_000)
 LDS_DMA_DROP_FROM = 160 * 1024   # a CU's LDS on gfx950: a load to LDS at or past it is dropped
+# How the waves run: "lockstep" (tools/gfx950/lockstep.py: the waves of all resident workgroups
+# that sit at one instruction execute it together) or "serial" (one workgroup after another,
+# each wave to its next barrier in turn). GFX950_EXECUTOR=serial (or emulate's executor=) picks it.
+EXECUTOR_ENV = "GFX950_EXECUTOR"
+EXECUTORS = ("lockstep", "serial")
+CUS = 256                      # the MI355X's compute units
+LDS_PER_CU = 160 * 1024
+WAVES_PER_CU = 32              # 4 SIMDs x 8 wave slots
+RESIDENT_WAVES = 4096          # the most waves one lockstep round holds (128 KiB of registers each)
 
 # The initial kernel execution state (LLVM's AMDGPUUsage, "Initial Kernel Execution State"):
 # the user SGPRs the code object's `.amdhsa_user_sgpr_*` flags enable, in this order, each
@@ -108,12 +117,14 @@ class Kernel:
         self.num_warps = num_warps
         context = CompileContext(program.labels, program.name, lds_bytes)
         self.code, self.unsupported = [], []
+        self.compilers = []   # the compile function of each instruction (None: not emulated)
         self.counts = [0] * len(program.instructions)   # executions of each instruction (wave instructions)
         roles = [vector_roles(ins) for ins in program.instructions]
         self.reads = [np.array(r, dtype=np.int64) if r else None for r, _ in roles]
         self.writes = [np.array(w, dtype=np.int64) if w else None for _, w in roles]
         for ins in program.instructions:
             compile_function = SEMANTICS.get(ins.mnemonic)
+            self.compilers.append(compile_function)
             try:
                 if compile_function is None:
                     raise Unsupported(f"opcode {ins.mnemonic} is not emulated")
@@ -121,10 +132,12 @@ class Kernel:
             except Unsupported as exc:
                 self.unsupported.append((ins, str(exc)))
                 self.code.append(_unsupported(ins, str(exc)))
+                self.compilers[-1] = None
             except (ValueError, KeyError, IndexError) as exc:
                 why = f"{type(exc).__name__}: {exc}"
                 self.unsupported.append((ins, why))
                 self.code.append(_unsupported(ins, why))
+                self.compilers[-1] = None
         d = program.descriptor
         try:
             self.entry, self.entry_problem = EntryState(d), None
@@ -142,7 +155,7 @@ class Workgroup:
     other waves may see (`lds_visible`: a wave's write is visible to the others once its
     lgkmcnt wait retires it) and the wave whose write is still pending (`lds_writer`, -1)."""
 
-    def __init__(self, dispatch, group_id, xcd):
+    def __init__(self, dispatch, group_id, xcd, storages=None):
         kernel = dispatch.kernel
         self.dispatch = dispatch
         self.memory = dispatch.memory
@@ -151,7 +164,7 @@ class Workgroup:
         self.lds = np.zeros(kernel.lds_bytes, dtype=np.uint8)
         self.lds_visible = np.zeros(kernel.lds_bytes, dtype=np.uint8)
         self.lds_writer = np.full(kernel.lds_bytes, -1, dtype=np.int16)
-        self.waves = [self._new_wave(i) for i in range(kernel.num_warps)]
+        self.waves = [self._new_wave(i, storages[i] if storages else None) for i in range(kernel.num_warps)]
         self.detect = dispatch.detectors
         self.epoch = 0                  # barriers released so far
         if self.detect:
@@ -160,9 +173,9 @@ class Workgroup:
             self.lds_read_epoch = np.full((kernel.num_warps, kernel.lds_bytes), -1, dtype=np.int32)
             self.lds_dma_wave = np.full(kernel.lds_bytes, -1, dtype=np.int16)
 
-    def _new_wave(self, wave_id):
+    def _new_wave(self, wave_id, storage=None):
         kernel, dispatch = self.dispatch.kernel, self.dispatch
-        w = Wave(self, wave_id, kernel.program.entry)
+        w = Wave(self, wave_id, kernel.program.entry, storage)
         entry = kernel.entry
         for name, first, count in entry.user:
             value = dispatch.user_sgpr_values[name]
@@ -174,8 +187,7 @@ class Workgroup:
         for axis, sgpr in entry.group_ids:
             w.s[sgpr] = self.group_id[axis]
         w.v[0] = LANE_IDS + np.uint32(64 * wave_id)   # packed ids: X in bits 0-9, Y = Z = 0
-        w.defined = np.zeros(512, dtype=bool)   # rows written so far (v0: the work-item ids)
-        w.defined[0] = True
+        w.defined[0] = True   # rows written so far (v0: the work-item ids)
         w.mode = kernel.initial_mode
         if kernel.private_bytes:
             w.scratch = np.zeros((LANES, kernel.private_bytes), dtype=np.uint8)
@@ -394,8 +406,11 @@ class Dispatch:
     """One launch of a kernel over a grid."""
 
     def __init__(self, kernel, memory, kernarg_base, kernarg_bytes, grid, budget=DEFAULT_BUDGET, xcds=8,
-                 detectors=True, observers=()):
+                 detectors=True, observers=(), executor=None):
         self.kernel = kernel
+        self.executor = executor or os.environ.get(EXECUTOR_ENV) or "lockstep"
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"executor: {self.executor!r} (expected one of {EXECUTORS})")
         self.detectors = detectors
         self.observers = list(observers)
         self.memory = memory
@@ -445,11 +460,42 @@ class Dispatch:
         sequence = workgroup_order(order, len(ids))
         if sorted(sequence) != list(range(len(ids))):
             raise ValueError(f"order: expected a permutation of the {len(ids)} workgroups' linear ids")
-        for linear in sequence:
-            group = self.workgroup_class(self, ids[linear], linear % self.xcds)
-            self._run_workgroup(group)
+        if self.executor == "serial":
+            for linear in sequence:
+                group = self.workgroup_class(self, ids[linear], linear % self.xcds)
+                self._run_workgroup(group)
+        else:
+            from .lockstep import Lockstep
+            per_round = self.resident()
+            for first in range(0, len(sequence), per_round):
+                chosen = sequence[first:first + per_round]
+                Lockstep(self, lambda: [(ids[linear], linear % self.xcds) for linear in chosen]).run()
         if self.memory.caches is not None:   # the kernel's end releases every L2
             self.memory.caches.write_back_all()
+
+    def resident(self):
+        """Workgroups resident at once (one lockstep round): as many as the MI355X's CUs hold
+        (by LDS and wave slots), at most RESIDENT_WAVES waves."""
+        kernel = self.kernel
+        per_cu = WAVES_PER_CU // kernel.num_warps
+        if kernel.lds_bytes:
+            per_cu = min(per_cu, LDS_PER_CU // kernel.lds_bytes)
+        return max(1, min(CUS * max(per_cu, 1), RESIDENT_WAVES // kernel.num_warps))
+
+    def fail(self, w, pc, kind, message):
+        raise EmulationError(self._where(w, pc, f"{kind}: {message}"))
+
+    def fail_with(self, w, pc, exc):
+        """An exception of wave w's instruction at pc, as the serial run reports it."""
+        if isinstance(exc, EmulationError):
+            raise exc
+        if isinstance(exc, (MemoryFault, Unsupported, DetectorFinding, ValueError, IndexError, KeyError, TypeError)):
+            raise EmulationError(self._where(w, pc, f"{type(exc).__name__}: {exc}")) from exc
+        raise exc
+
+    def hang(self, w, pc):
+        raise EmulationError(self._where(w, pc, f"a hang: the workgroup ran past its budget of {self.budget} wave "
+                                                f"instructions ({BUDGET_ENV}=N raises it for a kernel that runs longer)"))
 
     def _run_workgroup(self, group):
         waves = group.waves
