@@ -305,3 +305,78 @@ def test_waves_spinning_together_share_their_workgroups_budget():
     with pytest.raises(gfx950.EmulationError, match="a hang"):
         dispatch.run()
     assert 1000 < sum(w.executed for w in groups[0].waves) <= 1002
+
+
+RECORDED = """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  s_waitcnt lgkmcnt(0)
+  v_lshlrev_b32_e32 v2, 2, v0
+  s_cmp_eq_u32 s2, 0
+  s_cbranch_scc0 .Lskip
+  v_add_u32_e32 v3, 1, v0
+  v_add_u32_e32 v3, 1, v3
+.Lskip:
+  global_load_dword v1, v2, s[4:5]
+  s_waitcnt vmcnt(0)
+  ds_write_b32 v2, v1
+  s_waitcnt lgkmcnt(0)
+  s_barrier
+  global_store_dword v2, v1, s[4:5]
+  s_endpgm
+"""
+
+
+@pytest.mark.parametrize("executor", ["lockstep", "serial"])
+def test_the_launch_record_by_workgroup(tmp_path, monkeypatch, executor):
+    """GFX950_RECORD: per workgroup, wave instructions by class, global bytes read and written by the
+    active lanes, the longest wave; workgroup 0 takes the branch's two VALU more per wave."""
+    path = tmp_path / "record.jsonl"
+    monkeypatch.setenv("GFX950_RECORD", str(path))
+    data = torch.arange(128, dtype=torch.int32)
+    gfx950.run_asm(RECORDED, [data], grid=(2,), num_warps=2, lds_bytes=512, executor=executor)
+    import json
+    record = json.loads(path.read_text().splitlines()[-1])
+    assert record["executor"] == executor and record["grid"] == [2, 1, 1]
+    rows = {row["workgroup"][0]: row for row in record["workgroups"]}
+    for group, extra in ((0, 2), (1, 0)):
+        counts = rows[group]["wave_instructions"]
+        assert counts == {"VALU": 2 * (1 + extra), "MFMA": 0, "SALU": 2 * 3, "SMEM": 2, "LDS": 2, "VMEM": 4,
+                          "waits": 6, "barriers": 2}, (group, counts)
+        assert rows[group]["bytes_read"] == 2 * 64 * 4 + 2 * 8     # the vector load, each wave's s_load_dwordx2
+        assert rows[group]["bytes_written"] == 2 * 64 * 4
+        assert rows[group]["longest_wave"] == 12 + extra
+    assert record["wave_instructions"] == sum(sum(r["wave_instructions"].values()) for r in rows.values())
+
+
+def test_lockstep_and_serial_agree_where_waves_diverge():
+    """Waves looping a lane- and workgroup-dependent number of times (groups split and merge) leave the
+    same memory under both executors."""
+    text = """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  s_waitcnt lgkmcnt(0)
+  v_lshlrev_b32_e32 v2, 2, v0
+  v_and_b32_e32 v4, 7, v0
+  v_add_u32_e32 v4, s2, v4
+  v_mov_b32_e32 v1, 0
+.Lloop:
+  v_cmp_ne_u32_e32 vcc, 0, v4
+  s_and_saveexec_b64 s[8:9], vcc
+  s_cbranch_execz .Ldone
+  v_add_u32_e32 v1, v1, v4
+  v_subrev_u32_e32 v4, 1, v4
+  s_or_b64 exec, exec, s[8:9]
+  s_branch .Lloop
+.Ldone:
+  s_or_b64 exec, exec, s[8:9]
+  v_mul_lo_u32 v3, s2, 1000
+  v_add_u32_e32 v1, v1, v3
+  global_store_dword v2, v1, s[4:5]
+  s_endpgm
+"""
+    results = []
+    for executor in ("lockstep", "serial"):
+        out = torch.zeros(256, dtype=torch.int32)
+        gfx950.run_asm(text, [out], grid=(4,), num_warps=4, executor=executor, order="reverse")
+        results.append(out.clone())
+    assert torch.equal(results[0], results[1])
+    assert results[0].abs().sum() > 0

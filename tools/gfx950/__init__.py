@@ -262,6 +262,18 @@ def _log_launch(launch, grid):
                                   "triton": launch.built.triton if launch.built else None}) + "\n")
 
 
+RECORD_ENV = "GFX950_RECORD"
+
+
+def _record_launch(dispatch):
+    """GFX950_RECORD=PATH: one JSON line per emulated launch appended there, what it did by workgroup
+    (Dispatch.record: wave instructions by class, bytes read and written, the longest wave)."""
+    path = os.environ.get(RECORD_ENV)
+    if path:
+        with open(path, "a") as log:
+            log.write(json.dumps(dispatch.record()) + "\n")
+
+
 def run_built(built, arguments, memory, grid, order=None, budget=DEFAULT_BUDGET, detectors=True, observers=(),
               executor=None):
     compiled = load(built)
@@ -278,6 +290,7 @@ def run_built(built, arguments, memory, grid, order=None, budget=DEFAULT_BUDGET,
             dispatch.run(order=order)
     launch = Launch(built, compiled, dispatch)
     _log_launch(launch, grid)
+    _record_launch(dispatch)
     return launch
 
 
@@ -306,4 +319,5 @@ def run_asm(text, args=(), grid=(1,), num_warps=1, lds_bytes=0, order=None, budg
                         observers=observers, executor=executor)
     with np.errstate(all="ignore"):
         dispatch.run(order=order)
+    _record_launch(dispatch)
     return Launch(None, kernel, dispatch)

@@ -93,6 +93,28 @@ class EntryState:
             raise Unsupported(f".amdhsa_system_vgpr_workitem_id {workitem} is not modelled")
 
 
+# The classes of the launch record (GFX950_RECORD): each instruction's by its mnemonic.
+CLASSES = ("VALU", "MFMA", "SALU", "SMEM", "LDS", "VMEM", "waits", "barriers")
+
+
+def instruction_class(mnemonic):
+    if mnemonic.startswith("v_mfma"):
+        return "MFMA"
+    if mnemonic.startswith("v_"):
+        return "VALU"
+    if mnemonic.startswith("ds_"):
+        return "LDS"
+    if mnemonic.startswith(("buffer_", "global_", "scratch_", "flat_")):
+        return "VMEM"
+    if mnemonic == "s_waitcnt":
+        return "waits"
+    if mnemonic == "s_barrier":
+        return "barriers"
+    if mnemonic.startswith(("s_load", "s_buffer_load", "s_store", "s_dcache", "s_memtime", "s_memrealtime")):
+        return "SMEM"
+    return "SALU"
+
+
 class DetectorFinding(Exception):
     """A race, a read of data not yet there, or another hazard a detector saw."""
 
@@ -119,6 +141,8 @@ class Kernel:
         self.code, self.unsupported = [], []
         self.compilers = []   # the compile function of each instruction (None: not emulated)
         self.counts = [0] * len(program.instructions)   # executions of each instruction (wave instructions)
+        self.classes = np.array([CLASSES.index(instruction_class(ins.mnemonic)) for ins in program.instructions],
+                                dtype=np.int64)
         roles = [vector_roles(ins) for ins in program.instructions]
         self.reads = [np.array(r, dtype=np.int64) if r else None for r, _ in roles]
         self.writes = [np.array(w, dtype=np.int64) if w else None for _, w in roles]
@@ -167,6 +191,9 @@ class Workgroup:
         self.waves = [self._new_wave(i, storages[i] if storages else None) for i in range(kernel.num_warps)]
         self.detect = dispatch.detectors
         self.epoch = 0                  # barriers released so far
+        self.bytes_read = self.bytes_written = 0   # global memory, by the active lanes
+        self.by_class = np.zeros(len(CLASSES), dtype=np.int64)   # wave instructions by class (lockstep runs)
+        dispatch.workgroups_run.append(self)
         if self.detect:
             self.lds_write_wave = np.full(kernel.lds_bytes, -1, dtype=np.int16)
             self.lds_write_epoch = np.full(kernel.lds_bytes, -1, dtype=np.int32)
@@ -209,16 +236,21 @@ class Workgroup:
 
     # --- global memory -------------------------------------------------------------------
     def memory_load(self, w, addresses, nbytes, mask, ins, bypass=False):
+        self.bytes_read += nbytes * int(np.count_nonzero(mask))
         return self.memory.load(addresses, nbytes, mask, self.xcd, bypass)
 
     def memory_store(self, w, addresses, data, mask, ins, bypass=False):
         """A store: its data is taken now, into this XCD's L2; it counts in vmcnt until a wait
         retires it (a write-back before that does not carry it)."""
         key = w.key
+        self.bytes_written += data.shape[1] * int(np.count_nonzero(mask))
         written = self.memory.store(addresses, data, mask, self.xcd, bypass, key)
         self.issue(w, "vm", (lambda: self.memory.retire_store(self.xcd, written, key)) if written else _nothing)
 
     def memory_atomic(self, w, addresses, function, data, mask, ins, nbytes=4):
+        lanes = int(np.count_nonzero(mask))
+        self.bytes_read += nbytes * lanes
+        self.bytes_written += nbytes * lanes
         return self.memory.atomic(addresses, function, data, mask, nbytes)
 
     def cache_control(self, w, name, ins):
@@ -283,18 +315,19 @@ class Workgroup:
         """A write of `values` to bytes `index` racing with another wave's read or write in
         this epoch. Bytes the write leaves unchanged race with nothing (waves often write the
         same value to one place: a replicated layout)."""
-        others = [i for i in range(len(self.waves)) if i != w.wave_id]
-        if not others:
+        count = len(self.waves)
+        if count < 2:
             return
         changes = self.lds[index] != values
         if not changes.any():
             return
         index = index[changes]
-        read = self.lds_read_epoch[others][:, index] == self.epoch
+        read = self.lds_read_epoch[:, index] == self.epoch    # (waves, bytes): read in this epoch
+        read[w.wave_id] = False
         if read.any():
-            reader = others[int(np.nonzero(read.reshape(len(others), -1).any(1))[0][0])]
+            reader = int(np.nonzero(read.reshape(count, -1).any(1))[0][0])
             self._race(f"wave {w.wave_id} {what} bytes wave {reader} read with no barrier between (it may still "
-                       "read them)", index, read.reshape(len(others), -1).any(0))
+                       "read them)", index, read.reshape(count, -1).any(0))
         last = self.lds_write_wave[index]
         same = (last >= 0) & (last != w.wave_id) & (self.lds_write_epoch[index] == self.epoch)
         if same.any():
@@ -425,6 +458,7 @@ class Dispatch:
         self.xcds = xcds
         self.instructions = 0
         self.lds_dma_dropped = 0   # lanes of loads to LDS dropped for an LDS address past the CU's LDS
+        self.workgroups_run = []   # every Workgroup made, for the launch record
         self.workgroup_class = Workgroup
 
     def _user_sgpr_values(self):
@@ -473,6 +507,18 @@ class Dispatch:
         if self.memory.caches is not None:   # the kernel's end releases every L2
             self.memory.caches.write_back_all()
 
+    def record(self):
+        """What the launch did, by workgroup (lockstep runs): wave instructions by class, global
+        memory bytes read and written by the active lanes, the longest wave's instructions."""
+        rows = []
+        for group in self.workgroups_run:
+            rows.append({"workgroup": list(group.group_id), "xcd": group.xcd,
+                         "wave_instructions": {name: int(n) for name, n in zip(CLASSES, group.by_class)},
+                         "bytes_read": int(group.bytes_read), "bytes_written": int(group.bytes_written),
+                         "longest_wave": max(int(w.executed) for w in group.waves)})
+        return {"kernel": self.kernel.name, "grid": list(self.grid), "num_warps": self.kernel.num_warps,
+                "executor": self.executor, "wave_instructions": int(self.instructions), "workgroups": rows}
+
     def resident(self):
         """Workgroups resident at once (one lockstep round): as many as the MI355X's CUs hold
         (by LDS and wave slots), at most RESIDENT_WAVES waves."""
@@ -518,12 +564,14 @@ class Dispatch:
         budget = self.budget - sum(other.executed for other in w.workgroup.waves if other is not w)
         reads, writes = (self.kernel.reads, self.kernel.writes) if self.detectors else (None, None)
         defined = w.defined
+        classes, by_class = self.kernel.classes, w.workgroup.by_class
         try:
             while True:
                 pc = w.pc
                 w.pc = pc + 1
                 w.executed += 1
                 counts[pc] += 1
+                by_class[classes[pc]] += 1
                 if reads is not None:
                     rows = reads[pc]
                     if rows is not None and not defined[rows].all():

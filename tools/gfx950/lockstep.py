@@ -177,6 +177,7 @@ class Lockstep:
         self.workgroup_of = np.repeat(np.arange(len(self.workgroups)), kernel.num_warps)
         self.executed = np.zeros(len(self.workgroups), dtype=np.int64)   # wave instructions per workgroup
         self.wave_executed = np.zeros(len(self.waves), dtype=np.int64)
+        self.by_class = np.zeros((len(self.workgroups), kernel.classes.max(initial=0) + 1), dtype=np.int64)
         code = kernel.code
         compilers = lockstep_compilers()
         self.group_code = [run if kernel.compilers[pc] in compilers else None for pc, run in enumerate(code)]
@@ -234,13 +235,17 @@ class Lockstep:
         dispatch.instructions += int(self.executed.sum())
 
     def sync(self):
-        """Each wave's `executed` from the counts kept over the group."""
+        """Each wave's `executed` (and each workgroup's counts by class) from the counts kept over the group."""
         for w, executed in zip(self.waves, self.wave_executed.tolist()):
             w.executed = executed
+        for group, counts in zip(self.workgroups, self.by_class):
+            group.by_class[:len(counts)] = counts
 
     def _charge(self, index, pc, budget):
         groups = self.workgroup_of[index]
-        self.executed += np.bincount(groups, minlength=len(self.executed))
+        added = np.bincount(groups, minlength=len(self.executed))
+        self.executed += added
+        self.by_class[:, self.kernel.classes[pc]] += added
         self.wave_executed[index] += 1
         over = self.executed[groups] > budget
         if over.any():
@@ -273,6 +278,7 @@ class Lockstep:
             w.executed = int(self.wave_executed[i])
             group = self.workgroup_of[i]
             self.executed[group] += 1
+            self.by_class[group, self.kernel.classes[pc]] += 1
             try:
                 status = run(w)
             except Exception as exc:   # noqa: BLE001 - named as the serial run names it
