@@ -380,3 +380,28 @@ def test_lockstep_and_serial_agree_where_waves_diverge():
         results.append(out.clone())
     assert torch.equal(results[0], results[1])
     assert results[0].abs().sum() > 0
+
+
+def test_a_release_before_its_write_back_retires_is_a_finding():
+    """A store, its L2 written back (buffer_wbl2 sc1), then the flag's atomic: without the wait between
+    them the atomic may publish the store before it reaches memory (the write-back is outstanding until
+    a wait retires it)."""
+    text = """
+  s_load_dwordx4 s[4:7], s[0:1], 0x0
+  s_waitcnt lgkmcnt(0)
+  v_lshlrev_b32_e32 v2, 2, v0
+  global_store_dword v2, v0, s[4:5]
+  s_waitcnt vmcnt(0)
+  buffer_wbl2 sc1
+  {wait}
+  v_mov_b32_e32 v3, 0
+  v_mov_b32_e32 v4, 1
+  global_atomic_add v3, v4, s[6:7]
+  s_endpgm
+"""
+    data, flag = torch.zeros(64, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+    gfx950.run_asm(text.format(wait="s_waitcnt vmcnt(0)"), [data, flag])
+    assert int(flag) == 64 and torch.equal(data, torch.arange(64, dtype=torch.int32))
+    with pytest.raises(gfx950.EmulationError, match=r"global_atomic_add.*a release before its write-back: an atomic "
+                                                    r"while the buffer_wbl2 sc1 at line \d+ has not retired"):
+        gfx950.run_asm(text.format(wait=""), [data, flag])

@@ -387,6 +387,9 @@ MUTATIONS = [
              "        buffer_wbl2 sc1\n        s_waitcnt vmcnt(0)\n    .Lmla_release_done",
              "        s_waitcnt vmcnt(0)\n    .Lmla_release_done",
              COMPILE + ["fused_build_orders_its_release_with_the_runners"]),
+    mutation("emulated gluon FUSED: the ticket's atomic issued before the L2 write-back completes (issue 43)",
+             "        buffer_wbl2 sc1\n        s_waitcnt vmcnt(0)\n    .Lmla_release_done_${:uid}:",
+             "        buffer_wbl2 sc1\n    .Lmla_release_done_${:uid}:", EMULATED + ["once-fused"]),
     # --- issue 29: the Gluon loop's LDS banks, its ring's order, the FUSED merge's fences ---
     mutation("gluon: the codes' rows unpermuted (16 K lanes on one 16-byte unit of 256-byte rows)",
              "GL_CODE_ROW_XOR = (2, 4, 8, 1)", "GL_CODE_ROW_XOR = (0, 0, 0, 0)",

@@ -239,30 +239,51 @@ class Workgroup:
         self.bytes_read += nbytes * int(np.count_nonzero(mask))
         return self.memory.load(addresses, nbytes, mask, self.xcd, bypass)
 
+    def _check_release(self, w, what):
+        """A release (an atomic, or a device-scope store, after a write-back): every store it
+        publishes must be written back first, so the wave's write-backs must have retired."""
+        if self.detect and w.writebacks:
+            program = self.dispatch.kernel.program
+            line = program.instructions[w.writebacks[0]].line
+            raise DetectorFinding(f"a release before its write-back: {what} while the buffer_wbl2 sc1 at line {line} "
+                                  "has not retired (no s_waitcnt vmcnt between them): the stores it publishes may "
+                                  "not have reached memory")
+
     def memory_store(self, w, addresses, data, mask, ins, bypass=False):
         """A store: its data is taken now, into this XCD's L2; it counts in vmcnt until a wait
         retires it (a write-back before that does not carry it)."""
         key = w.key
+        if bypass:
+            self._check_release(w, "a device-scope store")
         self.bytes_written += data.shape[1] * int(np.count_nonzero(mask))
         written = self.memory.store(addresses, data, mask, self.xcd, bypass, key)
         self.issue(w, "vm", (lambda: self.memory.retire_store(self.xcd, written, key)) if written else _nothing)
 
     def memory_atomic(self, w, addresses, function, data, mask, ins, nbytes=4):
+        self._check_release(w, "an atomic")
         lanes = int(np.count_nonzero(mask))
         self.bytes_read += nbytes * lanes
         self.bytes_written += nbytes * lanes
         return self.memory.atomic(addresses, function, data, mask, nbytes)
 
     def cache_control(self, w, name, ins):
-        """buffer_wbl2 sc1: this XCD's L2 writes its (retired) dirty bytes back to memory;
-        buffer_inv sc1: it drops its clean lines. Without sc1 they act on the L1 only (not
-        modelled). Both count in vmcnt."""
+        """buffer_wbl2 sc1: this XCD's L2 writes its (retired) dirty bytes back to memory, an
+        operation outstanding until a wait retires it (it acts then: the latest the hardware
+        may complete it; a release before that is a finding, _check_release); buffer_inv sc1:
+        it drops its clean lines. Without sc1 they act on the L1 only (not modelled). Both
+        count in vmcnt."""
         caches = self.memory.caches
-        if caches is not None and "sc1" in ins.modifiers:
-            if name == "buffer_wbl2":
-                caches.write_back(self.xcd, w.key)
-            elif name == "buffer_inv":
-                caches.invalidate(self.xcd)
+        if "sc1" in ins.modifiers and name == "buffer_wbl2":
+            w.writebacks.append(w.pc - 1)
+
+            def land():
+                if caches is not None:
+                    caches.write_back(self.xcd, w.key)
+                w.writebacks.popleft()
+            self.issue(w, "vm", land)
+            return
+        if caches is not None and "sc1" in ins.modifiers and name == "buffer_inv":
+            caches.invalidate(self.xcd)
         self.issue(w, "vm", _nothing)
 
     # --- LDS -----------------------------------------------------------------------------

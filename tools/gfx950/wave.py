@@ -81,6 +81,7 @@ class Wave:
         self.at_barrier = False
         self.executed = 0
         self.pending = {"vm": deque(), "lgkm": deque()}
+        self.writebacks = deque()   # the lines of this wave's buffer_wbl2 sc1 not yet retired
         self.exec_all = True
         self.set_exec(MASK32, MASK32)
         self.scratch = None
