@@ -25,6 +25,7 @@ from .registry import Stop, Unsupported
 from .wave import AGPR_BASE, EXEC_LO, LANES, MASK32
 
 FAIR_EVERY = 16          # every 16th step advances the group waiting longest
+LDS_ARRAYS = ("lds", "lds_visible", "lds_writer", "lds_write_wave", "lds_write_epoch", "lds_read_epoch", "lds_dma_wave")
 _LANE_BITS = np.arange(LANES, dtype=np.uint64)
 
 
@@ -175,12 +176,22 @@ class Lockstep:
             self.workgroups.append(group)
             self.waves += group.waves
         self.workgroup_of = np.repeat(np.arange(len(self.workgroups)), kernel.num_warps)
+        self.wave_id_of = np.tile(np.arange(kernel.num_warps), len(self.workgroups))
+        self.epochs = np.zeros(len(self.workgroups), dtype=np.int32)
+        self.lds = {}     # LDS array name -> (workgroups, ...) array; each workgroup's is a view of it
+        for name in LDS_ARRAYS:
+            if self.workgroups and hasattr(self.workgroups[0], name):
+                self.lds[name] = np.stack([getattr(group, name) for group in self.workgroups])
+                for i, group in enumerate(self.workgroups):
+                    setattr(group, name, self.lds[name][i])
         self.executed = np.zeros(len(self.workgroups), dtype=np.int64)   # wave instructions per workgroup
         self.wave_executed = np.zeros(len(self.waves), dtype=np.int64)
         self.by_class = np.zeros((len(self.workgroups), kernel.classes.max(initial=0) + 1), dtype=np.int64)
         code = kernel.code
         compilers = lockstep_compilers()
-        self.group_code = [run if kernel.compilers[pc] in compilers else None for pc, run in enumerate(code)]
+        self.group_code = [getattr(run, "group", None) or (run if kernel.compilers[pc] in compilers else None)
+                           for pc, run in enumerate(code)]
+        self.pc = None   # the instruction a group runs
 
     def run(self):
         kernel, dispatch = self.kernel, self.dispatch
@@ -218,6 +229,7 @@ class Lockstep:
                     self.defined[index[:, None], writes[pc][None, :]] = True
             run = group_code[pc]
             if run is not None:
+                self.pc = pc
                 try:
                     run(GroupWave(self, index))
                     self._charge(index, pc, budget)
@@ -240,6 +252,40 @@ class Lockstep:
             w.executed = executed
         for group, counts in zip(self.workgroups, self.by_class):
             group.by_class[:len(counts)] = counts
+
+    def lds_read(self, g, addresses, nbytes, mask):
+        """The bytes (waves, 64, nbytes) a group's LDS read gives each active lane, every detector of
+        Workgroup.lds_read applied over the group at once; NotUniform (the read then runs wave by wave,
+        which names the finding or fault as the serial run does) where any of them would stop it, or
+        where observers watch LDS."""
+        if self.dispatch.observers:
+            raise NotUniform("LDS observers")
+        size = self.kernel.lds_bytes
+        addresses = np.broadcast_to(addresses, mask.shape)
+        if ((mask & ((addresses < 0) | (addresses + nbytes > size))).any()):
+            raise NotUniform("an LDS access out of bounds")
+        groups = self.workgroup_of[g.index]
+        waves = self.wave_id_of[g.index][:, None, None]
+        index = np.where(mask, addresses, 0)[..., None] + np.arange(nbytes)          # (waves, 64, nbytes)
+        flat = groups[:, None, None] * size + index
+        writer = self.lds["lds_writer"].reshape(-1)[flat]
+        lanes = mask[..., None]
+        if self.dispatch.detectors:
+            if (lanes & (self.lds["lds_dma_wave"].reshape(-1)[flat] >= 0)).any():
+                raise NotUniform("a read of a load to LDS in flight")
+            if (lanes & (writer >= 0) & (writer != waves)).any():
+                raise NotUniform("a read of another wave's write in flight")
+            last = self.lds["lds_write_wave"].reshape(-1)[flat]
+            epochs = self.epochs[groups][:, None, None]
+            if (lanes & (last >= 0) & (last != waves) & (self.lds["lds_write_epoch"].reshape(-1)[flat] == epochs)).any():
+                raise NotUniform("a read of another wave's write in this epoch")
+            read = self.lds["lds_read_epoch"].reshape(-1)
+            spot = (groups[:, None, None] * self.kernel.num_warps + waves) * size + index
+            read[spot[np.broadcast_to(lanes, spot.shape)]] = np.broadcast_to(epochs, spot.shape)[
+                np.broadcast_to(lanes, spot.shape)]
+        own = (writer == -1) | (writer == waves)
+        out = np.where(own, self.lds["lds"].reshape(-1)[flat], self.lds["lds_visible"].reshape(-1)[flat])
+        return np.where(lanes, out, 0).astype(np.uint8)
 
     def _charge(self, index, pc, budget):
         groups = self.workgroup_of[index]
@@ -299,6 +345,7 @@ class Lockstep:
             workgroup = self.workgroups[group]
             if all(w.done or w.at_barrier for w in workgroup.waves) and any(w.at_barrier for w in workgroup.waves):
                 workgroup.epoch += 1
+                self.epochs[group] = workgroup.epoch
                 first = int(group) * self.kernel.num_warps
                 for offset, w in enumerate(workgroup.waves):
                     if w.at_barrier:
