@@ -239,10 +239,14 @@ def test_lds_write_visible_to_other_waves_only_once_retired():
     gfx950.run_asm(text.format(wait="s_waitcnt lgkmcnt(0)"), [out], num_warps=2, lds_bytes=512)
     assert (out.numpy() == 1000 + (np.arange(128) ^ 64)).all()
     out.zero_()
-    gfx950.run_asm(text.format(wait=""), [out], num_warps=2, lds_bytes=512, detectors=False)
+    gfx950.run_asm(text.format(wait=""), [out], num_warps=2, lds_bytes=512, detectors=False, executor="serial")
     # wave 0 reads before wave 1's write retired (LDS starts zero); wave 1 sees wave 0's,
     # retired by the wait wave 0 made before its store
     assert (out.numpy()[:64] == 0).all() and (out.numpy()[64:] == 1000 + np.arange(64)).all()
+    out.fill_(7)
+    gfx950.run_asm(text.format(wait=""), [out], num_warps=2, lds_bytes=512, detectors=False)
+    # in lockstep both waves read before either waits: neither sees the other's write
+    assert (out.numpy() == 0).all()
     # with the detectors on (the default) the read is named as the race it is
     with pytest.raises(gfx950.EmulationError, match="LDS race: wave 0 reads bytes wave 1 wrote, before that write "
                                                     "retired"):
@@ -301,3 +305,103 @@ def test_waves_spinning_together_share_their_workgroups_budget():
     with pytest.raises(gfx950.EmulationError, match="a hang"):
         dispatch.run()
     assert 1000 < sum(w.executed for w in groups[0].waves) <= 1002
+
+
+RECORDED = """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  s_waitcnt lgkmcnt(0)
+  v_lshlrev_b32_e32 v2, 2, v0
+  s_cmp_eq_u32 s2, 0
+  s_cbranch_scc0 .Lskip
+  v_add_u32_e32 v3, 1, v0
+  v_add_u32_e32 v3, 1, v3
+.Lskip:
+  global_load_dword v1, v2, s[4:5]
+  s_waitcnt vmcnt(0)
+  ds_write_b32 v2, v1
+  s_waitcnt lgkmcnt(0)
+  s_barrier
+  global_store_dword v2, v1, s[4:5]
+  s_endpgm
+"""
+
+
+@pytest.mark.parametrize("executor", ["lockstep", "serial"])
+def test_the_launch_record_by_workgroup(tmp_path, monkeypatch, executor):
+    """GFX950_RECORD: per workgroup, wave instructions by class, global bytes read and written by the
+    active lanes, the longest wave; workgroup 0 takes the branch's two VALU more per wave."""
+    path = tmp_path / "record.jsonl"
+    monkeypatch.setenv("GFX950_RECORD", str(path))
+    data = torch.arange(128, dtype=torch.int32)
+    gfx950.run_asm(RECORDED, [data], grid=(2,), num_warps=2, lds_bytes=512, executor=executor)
+    import json
+    record = json.loads(path.read_text().splitlines()[-1])
+    assert record["executor"] == executor and record["grid"] == [2, 1, 1]
+    rows = {row["workgroup"][0]: row for row in record["workgroups"]}
+    for group, extra in ((0, 2), (1, 0)):
+        counts = rows[group]["wave_instructions"]
+        assert counts == {"VALU": 2 * (1 + extra), "MFMA": 0, "SALU": 2 * 3, "SMEM": 2, "LDS": 2, "VMEM": 4,
+                          "waits": 6, "barriers": 2}, (group, counts)
+        assert rows[group]["bytes_read"] == 2 * 64 * 4 + 2 * 8     # the vector load, each wave's s_load_dwordx2
+        assert rows[group]["bytes_written"] == 2 * 64 * 4
+        assert rows[group]["longest_wave"] == 12 + extra
+    assert record["wave_instructions"] == sum(sum(r["wave_instructions"].values()) for r in rows.values())
+
+
+def test_lockstep_and_serial_agree_where_waves_diverge():
+    """Waves looping a lane- and workgroup-dependent number of times (groups split and merge) leave the
+    same memory under both executors."""
+    text = """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  s_waitcnt lgkmcnt(0)
+  v_lshlrev_b32_e32 v2, 2, v0
+  v_and_b32_e32 v4, 7, v0
+  v_add_u32_e32 v4, s2, v4
+  v_mov_b32_e32 v1, 0
+.Lloop:
+  v_cmp_ne_u32_e32 vcc, 0, v4
+  s_and_saveexec_b64 s[8:9], vcc
+  s_cbranch_execz .Ldone
+  v_add_u32_e32 v1, v1, v4
+  v_subrev_u32_e32 v4, 1, v4
+  s_or_b64 exec, exec, s[8:9]
+  s_branch .Lloop
+.Ldone:
+  s_or_b64 exec, exec, s[8:9]
+  v_mul_lo_u32 v3, s2, 1000
+  v_add_u32_e32 v1, v1, v3
+  global_store_dword v2, v1, s[4:5]
+  s_endpgm
+"""
+    results = []
+    for executor in ("lockstep", "serial"):
+        out = torch.zeros(256, dtype=torch.int32)
+        gfx950.run_asm(text, [out], grid=(4,), num_warps=4, executor=executor, order="reverse")
+        results.append(out.clone())
+    assert torch.equal(results[0], results[1])
+    assert results[0].abs().sum() > 0
+
+
+
+def test_a_write_back_completes_at_its_wait_or_the_next_release():
+    """A store, its L2 written back (buffer_wbl2 sc1, outstanding until retired), then a flag's atomic:
+    LLVM's release sequence has no wait between the two (the memory pipeline keeps the write-back ahead),
+    so the atomic completes the write-back first, with or without the wait; the data is in memory."""
+    text = """
+  s_load_dwordx4 s[4:7], s[0:1], 0x0
+  s_waitcnt lgkmcnt(0)
+  v_lshlrev_b32_e32 v2, 2, v0
+  global_store_dword v2, v0, s[4:5]
+  s_waitcnt vmcnt(0)
+  buffer_wbl2 sc1
+  {wait}
+  v_mov_b32_e32 v3, 0
+  v_mov_b32_e32 v4, 1
+  global_atomic_add v3, v4, s[6:7]
+  s_endpgm
+"""
+    for wait, released in (("s_waitcnt vmcnt(0)", 0), ("", 1)):
+        data, flag = torch.zeros(64, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+        launch = gfx950.run_asm(text.format(wait=wait), [data, flag])
+        assert int(flag) == 64 and torch.equal(data, torch.arange(64, dtype=torch.int32))
+        assert launch.dispatch.writeback_releases == released

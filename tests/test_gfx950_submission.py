@@ -251,3 +251,41 @@ def test_mla_emulate_takes_gfx950_only(tmp_path):
     result = subprocess.run([sys.executable, "eval.py", "test"], cwd=mla.ROOT, env=env, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 2 and "the emulator runs gfx950 only" in result.stderr
+
+
+def _second_pass_edge_input(q_value, hot=130, length=300, seed=21):
+    """One sequence of `length` tokens whose scores are q_value x K's dim 0: 0 for every token but `hot`
+    (in the second tile: 256, MXFP4 code 4.0 at scale 2^6), so the Gluon kernel's score gap over the first
+    tile's maximum is 256 q_value sm_scale log2(e); Q is q_value in dim 0 (exact in e4m3), 0 elsewhere;
+    K's other dims random (the values)."""
+    import math
+    q, kv_data, qo_indptr, kv_indptr, config = mla.reference_input([length], seed)
+    generator = torch.Generator().manual_seed(seed)
+    kv = (torch.rand((length, 576), generator=generator) * 2 - 1).to(torch.bfloat16)
+    kv[:, 0] = 0
+    kv[hot, 0] = 256
+    packed, scales = ref.quantize_mxfp4(kv)
+    scales = ref.layout_mxfp4_scales(scales, "padded", 0xFF, generator)
+    kv_data = {**kv_data, "bf16": kv.reshape(length, 1, 576),
+               "mxfp4": (packed.view(ref.PACKED_DTYPE).reshape(length, 1, 288), scales.view(ref.SCALE_DTYPE))}
+    q = torch.zeros_like(q)
+    q[:, :, 0] = q_value
+    gap_log2 = 256 * q_value * config["sm_scale"] * math.log2(math.e)
+    return (q, kv_data, qo_indptr, kv_indptr, config), gap_log2
+
+
+def test_the_gluon_second_pass_at_its_threshold(sub, variants):
+    """The second pass's score gap just below its edge (ONCE_OVERFLOW_LOG2, 16) and just above it (15.4 and
+    17.3): above, and only above, the tiles run again (the launch executes that many more wave instructions);
+    both answers right. A threshold moved off its edge (issue 43: 8x) fails here, not only near fp32's 2^128."""
+    variant = pick(variants, sub, "once", "direct", gluon=True)
+    executed = {}
+    for q_value in (1.0, 1.125):
+        data, gap = _second_pass_edge_input(q_value)
+        dispatch.take_record()
+        out = mla.run_variant(sub, variant, data, 1)
+        assert mla.wrong(sub, variant, data, out) is None, (q_value, gap)
+        executed[gap] = sum(n for name, n in dispatch.take_record()["launches"] if name == "_gluon_split_kernel")
+    below, above = sorted(executed)
+    assert 0.9 * sub.ONCE_OVERFLOW_LOG2 < below < sub.ONCE_OVERFLOW_LOG2 < above < 1.1 * sub.ONCE_OVERFLOW_LOG2
+    assert executed[above] > 1.25 * executed[below], executed   # the second pass: every tile again (+38%)

@@ -408,6 +408,8 @@ MUTATIONS = [
              "        buffer_wbl2 sc1\n        s_waitcnt vmcnt(0)\n    .Lmla_release_done",
              "        s_waitcnt vmcnt(0)\n    .Lmla_release_done",
              COMPILE + ["fused_build_orders_its_release_with_the_runners"]),
+    mutation("emulated gluon: the second pass's threshold 8x its edge (issue 43: tested just below and above it)",
+             "ONCE_OVERFLOW_LOG2 = 16.0\n", "ONCE_OVERFLOW_LOG2 = 128.0\n", EMULATED + ["second_pass_at"]),
     # --- issue 29: the Gluon loop's LDS banks, its ring's order, the FUSED merge's fences ---
     mutation("gluon: the codes' rows unpermuted (16 K lanes on one 16-byte unit of 256-byte rows)",
              "GL_CODE_ROW_XOR = (2, 4, 8, 1)", "GL_CODE_ROW_XOR = (0, 0, 0, 0)",

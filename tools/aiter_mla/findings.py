@@ -61,8 +61,8 @@ def workgroup_class(findings):
     """A Workgroup whose detectors record the accepted kinds in `findings` and raise the rest."""
 
     class ClassifyingWorkgroup(Workgroup):
-        def __init__(self, dispatch, group_id, xcd):
-            super().__init__(dispatch, group_id, xcd)
+        def __init__(self, dispatch, group_id, xcd, storages=None):
+            super().__init__(dispatch, group_id, xcd, storages)
             self.dma_epoch = np.full(len(self.lds), -1, dtype=np.int32)
 
         def lds_dma(self, w, addresses, data, mask, ins):
@@ -189,13 +189,16 @@ def _stepping(function, latency):
 
 
 class LockstepDispatch(Dispatch):
-    """A Dispatch whose workgroups' waves advance one instruction each in turn (ASSUMPTION_LOCKSTEP)."""
+    """A Dispatch whose workgroups' waves advance one instruction each in turn (ASSUMPTION_LOCKSTEP).
+    Built on the serial executor (its _run_workgroup): the lockstep one (tools/gfx950/lockstep.py)
+    runs groups of waves through kernel.code without this class's turn order or read latency, and
+    gave aiter's decode wrong answers (tests/test_aiter_emulated.py)."""
 
     def __init__(self, kernel, *args, **kwargs):
         stepping = object.__new__(type(kernel))
         stepping.__dict__.update(kernel.__dict__)
         stepping.code = [_stepping(f, LDS_READ_LATENCY) for f in kernel.code]
-        super().__init__(stepping, *args, **kwargs)
+        super().__init__(stepping, *args, **{**kwargs, "executor": "serial"})
 
     def _run_workgroup(self, group):
         waves = group.waves

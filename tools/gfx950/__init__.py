@@ -217,7 +217,7 @@ def _kernarg_bytes(program, built, arguments, grid, memory):
 
 
 def emulate(kernel, grid, *args, num_warps=4, num_stages=None, order=None, budget=DEFAULT_BUDGET, options=None,
-            edit_asm=None, detectors=True, observers=(), triton=None, **kwargs):
+            edit_asm=None, detectors=True, observers=(), triton=None, executor=None, **kwargs):
     """Run `kernel` on the gfx950 emulator over `grid` (an int or a tuple of up to 3), like
     `kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **kwargs)`. order: the
     workgroups' linear ids in the order they run (default ascending); budget: wave
@@ -229,7 +229,8 @@ def emulate(kernel, grid, *args, num_warps=4, num_stages=None, order=None, budge
     edit_asm: a function of the amdgcn text run instead of it (to try a change to the binary,
     e.g. a wait removed); detectors: stop at a race, a read of data not landed yet, or a
     register read before any write (on by default); observers: objects whose lds(...)
-    sees every LDS access (tools/gfx950/banks.py). -> Launch."""
+    sees every LDS access (tools/gfx950/banks.py); executor: "lockstep" (the default: the waves
+    at one instruction execute it together) or "serial" (GFX950_EXECUTOR). -> Launch."""
     if os.environ.get(BUILD_WORKER_ENV):
         raise RuntimeError("gfx950.emulate called while the script is loaded for a gfx950 build (its calls do not run "
                            "there)")
@@ -249,7 +250,7 @@ def emulate(kernel, grid, *args, num_warps=4, num_stages=None, order=None, budge
     if edit_asm is not None:
         built = dataclasses.replace(built, asm=edit_asm(built.asm))
     return run_built(built, arguments, memory, grid, order=order, budget=budget, detectors=detectors,
-                     observers=observers)
+                     observers=observers, executor=executor)
 
 
 def _log_launch(launch, grid):
@@ -262,7 +263,20 @@ def _log_launch(launch, grid):
                                   "triton": launch.built.triton if launch.built else None}) + "\n")
 
 
-def run_built(built, arguments, memory, grid, order=None, budget=DEFAULT_BUDGET, detectors=True, observers=()):
+RECORD_ENV = "GFX950_RECORD"
+
+
+def _record_launch(dispatch):
+    """GFX950_RECORD=PATH: one JSON line per emulated launch appended there, what it did by workgroup
+    (Dispatch.record: wave instructions by class, bytes read and written, the longest wave)."""
+    path = os.environ.get(RECORD_ENV)
+    if path:
+        with open(path, "a") as log:
+            log.write(json.dumps(dispatch.record()) + "\n")
+
+
+def run_built(built, arguments, memory, grid, order=None, budget=DEFAULT_BUDGET, detectors=True, observers=(),
+              executor=None):
     compiled = load(built)
     try:
         kernarg = _kernarg_bytes(compiled.program, built, arguments, grid, memory)
@@ -271,17 +285,18 @@ def run_built(built, arguments, memory, grid, order=None, budget=DEFAULT_BUDGET,
     kernarg_data = np.frombuffer(kernarg + b"\0" * 64, dtype=np.uint8).copy()
     kernarg_base = memory.add_region(kernarg_data, "kernel arguments", writable=False)
     dispatch = Dispatch(compiled, memory, kernarg_base, kernarg, grid, budget=budget, detectors=detectors,
-                        observers=observers)
+                        observers=observers, executor=executor)
     if 0 not in grid:
         with np.errstate(all="ignore"):
             dispatch.run(order=order)
     launch = Launch(built, compiled, dispatch)
     _log_launch(launch, grid)
+    _record_launch(dispatch)
     return launch
 
 
 def run_asm(text, args=(), grid=(1,), num_warps=1, lds_bytes=0, order=None, budget=DEFAULT_BUDGET, detectors=True,
-            observers=()):
+            observers=(), executor=None):
     """Run hand-written amdgcn `text` (instructions and labels; `.amdhsa_*` directives
     optional) over `grid`: the kernel arguments are `args` (CPU tensors as 8-byte device
     addresses, Python ints as 4-byte values, naturally aligned), their segment's address in
@@ -302,7 +317,8 @@ def run_asm(text, args=(), grid=(1,), num_warps=1, lds_bytes=0, order=None, budg
     kernarg_data = np.frombuffer(bytes(segment) + b"\0" * 64, dtype=np.uint8).copy()
     base = memory.add_region(kernarg_data, "kernel arguments", writable=False)
     dispatch = Dispatch(kernel, memory, base, bytes(segment), tuple(grid), budget=budget, detectors=detectors,
-                        observers=observers)
+                        observers=observers, executor=executor)
     with np.errstate(all="ignore"):
         dispatch.run(order=order)
+    _record_launch(dispatch)
     return Launch(None, kernel, dispatch)

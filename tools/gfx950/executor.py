@@ -24,6 +24,15 @@ from .wave import LANE_IDS, LANES, EmulationError, Wave
 BUDGET_ENV = "GFX950_BUDGET"
 DEFAULT_BUDGET = int(os.environ.get(BUDGET_ENV) or 1_000_000)
 LDS_DMA_DROP_FROM = 160 * 1024   # a CU's LDS on gfx950: a load to LDS at or past it is dropped
+# How the waves run: "lockstep" (tools/gfx950/lockstep.py: the waves of all resident workgroups
+# that sit at one instruction execute it together) or "serial" (one workgroup after another,
+# each wave to its next barrier in turn). GFX950_EXECUTOR=serial (or emulate's executor=) picks it.
+EXECUTOR_ENV = "GFX950_EXECUTOR"
+EXECUTORS = ("lockstep", "serial")
+CUS = 256                      # the MI355X's compute units
+LDS_PER_CU = 160 * 1024
+WAVES_PER_CU = 32              # 4 SIMDs x 8 wave slots
+RESIDENT_WAVES = 4096          # the most waves one lockstep round holds (128 KiB of registers each)
 
 # The initial kernel execution state (LLVM's AMDGPUUsage, "Initial Kernel Execution State"):
 # the user SGPRs the code object's `.amdhsa_user_sgpr_*` flags enable, in this order, each
@@ -84,6 +93,28 @@ class EntryState:
             raise Unsupported(f".amdhsa_system_vgpr_workitem_id {workitem} is not modelled")
 
 
+# The classes of the launch record (GFX950_RECORD): each instruction's by its mnemonic.
+CLASSES = ("VALU", "MFMA", "SALU", "SMEM", "LDS", "VMEM", "waits", "barriers")
+
+
+def instruction_class(mnemonic):
+    if mnemonic.startswith("v_mfma"):
+        return "MFMA"
+    if mnemonic.startswith("v_"):
+        return "VALU"
+    if mnemonic.startswith("ds_"):
+        return "LDS"
+    if mnemonic.startswith(("buffer_", "global_", "scratch_", "flat_")):
+        return "VMEM"
+    if mnemonic == "s_waitcnt":
+        return "waits"
+    if mnemonic == "s_barrier":
+        return "barriers"
+    if mnemonic.startswith(("s_load", "s_buffer_load", "s_store", "s_dcache", "s_memtime", "s_memrealtime")):
+        return "SMEM"
+    return "SALU"
+
+
 class DetectorFinding(Exception):
     """A race, a read of data not yet there, or another hazard a detector saw."""
 
@@ -108,12 +139,16 @@ class Kernel:
         self.num_warps = num_warps
         context = CompileContext(program.labels, program.name, lds_bytes)
         self.code, self.unsupported = [], []
+        self.compilers = []   # the compile function of each instruction (None: not emulated)
         self.counts = [0] * len(program.instructions)   # executions of each instruction (wave instructions)
+        self.classes = np.array([CLASSES.index(instruction_class(ins.mnemonic)) for ins in program.instructions],
+                                dtype=np.int64)
         roles = [vector_roles(ins) for ins in program.instructions]
         self.reads = [np.array(r, dtype=np.int64) if r else None for r, _ in roles]
         self.writes = [np.array(w, dtype=np.int64) if w else None for _, w in roles]
         for ins in program.instructions:
             compile_function = SEMANTICS.get(ins.mnemonic)
+            self.compilers.append(compile_function)
             try:
                 if compile_function is None:
                     raise Unsupported(f"opcode {ins.mnemonic} is not emulated")
@@ -121,11 +156,14 @@ class Kernel:
             except Unsupported as exc:
                 self.unsupported.append((ins, str(exc)))
                 self.code.append(_unsupported(ins, str(exc)))
+                self.compilers[-1] = None
             except (ValueError, KeyError, IndexError) as exc:
                 why = f"{type(exc).__name__}: {exc}"
                 self.unsupported.append((ins, why))
                 self.code.append(_unsupported(ins, why))
-        ops_scalar.index_regions(self.code, program, context)   # VGPR indexing (s_set_gpr_idx_on)
+                self.compilers[-1] = None
+        for pc in ops_scalar.index_regions(self.code, program, context):   # VGPR indexing (s_set_gpr_idx_on)
+            self.compilers[pc] = None   # wave by wave: the index is each wave's M0, which a lockstep group lacks
         d = program.descriptor
         try:
             self.entry, self.entry_problem = EntryState(d), None
@@ -144,7 +182,7 @@ class Workgroup:
     other waves may see (`lds_visible`: a wave's write is visible to the others once its
     lgkmcnt wait retires it) and the wave whose write is still pending (`lds_writer`, -1)."""
 
-    def __init__(self, dispatch, group_id, xcd):
+    def __init__(self, dispatch, group_id, xcd, storages=None):
         kernel = dispatch.kernel
         self.dispatch = dispatch
         self.memory = dispatch.memory
@@ -153,18 +191,21 @@ class Workgroup:
         self.lds = np.zeros(kernel.lds_bytes, dtype=np.uint8)
         self.lds_visible = np.zeros(kernel.lds_bytes, dtype=np.uint8)
         self.lds_writer = np.full(kernel.lds_bytes, -1, dtype=np.int16)
-        self.waves = [self._new_wave(i) for i in range(kernel.num_warps)]
+        self.waves = [self._new_wave(i, storages[i] if storages else None) for i in range(kernel.num_warps)]
         self.detect = dispatch.detectors
         self.epoch = 0                  # barriers released so far
+        self.bytes_read = self.bytes_written = 0   # global memory, by the active lanes
+        self.by_class = np.zeros(len(CLASSES), dtype=np.int64)   # wave instructions by class (lockstep runs)
+        dispatch.workgroups_run.append(self)
         if self.detect:
             self.lds_write_wave = np.full(kernel.lds_bytes, -1, dtype=np.int16)
             self.lds_write_epoch = np.full(kernel.lds_bytes, -1, dtype=np.int32)
             self.lds_read_epoch = np.full((kernel.num_warps, kernel.lds_bytes), -1, dtype=np.int32)
             self.lds_dma_wave = np.full(kernel.lds_bytes, -1, dtype=np.int16)
 
-    def _new_wave(self, wave_id):
+    def _new_wave(self, wave_id, storage=None):
         kernel, dispatch = self.dispatch.kernel, self.dispatch
-        w = Wave(self, wave_id, kernel.program.entry)
+        w = Wave(self, wave_id, kernel.program.entry, storage)
         entry = kernel.entry
         for name, first, count in entry.user:
             value = dispatch.user_sgpr_values[name]
@@ -176,8 +217,7 @@ class Workgroup:
         for axis, sgpr in entry.group_ids:
             w.s[sgpr] = self.group_id[axis]
         w.v[0] = LANE_IDS + np.uint32(64 * wave_id)   # packed ids: X in bits 0-9, Y = Z = 0
-        w.defined = np.zeros(512, dtype=bool)   # rows written so far (v0: the work-item ids)
-        w.defined[0] = True
+        w.defined[0] = True   # rows written so far (v0: the work-item ids)
         w.mode = kernel.initial_mode
         if kernel.private_bytes:
             w.scratch = np.zeros((LANES, kernel.private_bytes), dtype=np.uint8)
@@ -199,28 +239,56 @@ class Workgroup:
 
     # --- global memory -------------------------------------------------------------------
     def memory_load(self, w, addresses, nbytes, mask, ins, bypass=False):
+        self.bytes_read += nbytes * int(np.count_nonzero(mask))
         return self.memory.load(addresses, nbytes, mask, self.xcd, bypass)
+
+    def _release(self, w):
+        """A release (an atomic, or a device-scope store) after a write-back: the wave's outstanding
+        write-backs complete first. LLVM's release sequence for gfx950 is `buffer_wbl2 sc1` directly
+        followed by the atomic, no s_waitcnt between them (every release atomic of the corpus's
+        Triton-built kernels), so the memory pipeline keeps a write-back ahead of the wave's later
+        release: a missing wait there is no race."""
+        if w.writebacks:
+            self.dispatch.writeback_releases += 1
+            queue = w.pending["vm"]
+            while w.writebacks and queue:
+                queue.popleft()[0]()
 
     def memory_store(self, w, addresses, data, mask, ins, bypass=False):
         """A store: its data is taken now, into this XCD's L2; it counts in vmcnt until a wait
         retires it (a write-back before that does not carry it)."""
         key = w.key
+        if bypass:
+            self._release(w)
+        self.bytes_written += data.shape[1] * int(np.count_nonzero(mask))
         written = self.memory.store(addresses, data, mask, self.xcd, bypass, key)
         self.issue(w, "vm", (lambda: self.memory.retire_store(self.xcd, written, key)) if written else _nothing)
 
     def memory_atomic(self, w, addresses, function, data, mask, ins, nbytes=4):
+        self._release(w)
+        lanes = int(np.count_nonzero(mask))
+        self.bytes_read += nbytes * lanes
+        self.bytes_written += nbytes * lanes
         return self.memory.atomic(addresses, function, data, mask, nbytes)
 
     def cache_control(self, w, name, ins):
-        """buffer_wbl2 sc1: this XCD's L2 writes its (retired) dirty bytes back to memory;
-        buffer_inv sc1: it drops its clean lines. Without sc1 they act on the L1 only (not
-        modelled). Both count in vmcnt."""
+        """buffer_wbl2 sc1: this XCD's L2 writes its (retired) dirty bytes back to memory, an
+        operation outstanding until a wait retires it, or the wave's next release (_release): it
+        acts then, the latest the hardware may complete it; buffer_inv sc1:
+        it drops its clean lines. Without sc1 they act on the L1 only (not modelled). Both
+        count in vmcnt."""
         caches = self.memory.caches
-        if caches is not None and "sc1" in ins.modifiers:
-            if name == "buffer_wbl2":
-                caches.write_back(self.xcd, w.key)
-            elif name == "buffer_inv":
-                caches.invalidate(self.xcd)
+        if "sc1" in ins.modifiers and name == "buffer_wbl2":
+            w.writebacks.append(w.pc - 1)
+
+            def land():
+                if caches is not None:
+                    caches.write_back(self.xcd, w.key)
+                w.writebacks.popleft()
+            self.issue(w, "vm", land)
+            return
+        if caches is not None and "sc1" in ins.modifiers and name == "buffer_inv":
+            caches.invalidate(self.xcd)
         self.issue(w, "vm", _nothing)
 
     # --- LDS -----------------------------------------------------------------------------
@@ -273,18 +341,19 @@ class Workgroup:
         """A write of `values` to bytes `index` racing with another wave's read or write in
         this epoch. Bytes the write leaves unchanged race with nothing (waves often write the
         same value to one place: a replicated layout)."""
-        others = [i for i in range(len(self.waves)) if i != w.wave_id]
-        if not others:
+        count = len(self.waves)
+        if count < 2:
             return
         changes = self.lds[index] != values
         if not changes.any():
             return
         index = index[changes]
-        read = self.lds_read_epoch[others][:, index] == self.epoch
+        read = self.lds_read_epoch[:, index] == self.epoch    # (waves, bytes): read in this epoch
+        read[w.wave_id] = False
         if read.any():
-            reader = others[int(np.nonzero(read.reshape(len(others), -1).any(1))[0][0])]
+            reader = int(np.nonzero(read.reshape(count, -1).any(1))[0][0])
             self._race(f"wave {w.wave_id} {what} bytes wave {reader} read with no barrier between (it may still "
-                       "read them)", index, read.reshape(len(others), -1).any(0))
+                       "read them)", index, read.reshape(count, -1).any(0))
         last = self.lds_write_wave[index]
         same = (last >= 0) & (last != w.wave_id) & (self.lds_write_epoch[index] == self.epoch)
         if same.any():
@@ -396,8 +465,14 @@ class Dispatch:
     """One launch of a kernel over a grid."""
 
     def __init__(self, kernel, memory, kernarg_base, kernarg_bytes, grid, budget=DEFAULT_BUDGET, xcds=8,
-                 detectors=True, observers=()):
+                 detectors=True, observers=(), executor=None):
         self.kernel = kernel
+        self.executor = executor or os.environ.get(EXECUTOR_ENV) or "lockstep"
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"executor: {self.executor!r} (expected one of {EXECUTORS})")
+        if self.executor == "lockstep" and type(self)._run_workgroup is not Dispatch._run_workgroup:
+            raise ValueError(f"{type(self).__name__} overrides _run_workgroup, which the lockstep executor never "
+                             "calls: pass executor='serial'")
         self.detectors = detectors
         self.observers = list(observers)
         self.memory = memory
@@ -412,6 +487,8 @@ class Dispatch:
         self.xcds = xcds
         self.instructions = 0
         self.lds_dma_dropped = 0   # lanes of loads to LDS dropped for an LDS address past the CU's LDS
+        self.workgroups_run = []   # every Workgroup made, for the launch record
+        self.writeback_releases = 0   # write-backs a release completed before a wait retired them
         self.workgroup_class = Workgroup
 
     def _user_sgpr_values(self):
@@ -447,11 +524,54 @@ class Dispatch:
         sequence = workgroup_order(order, len(ids))
         if sorted(sequence) != list(range(len(ids))):
             raise ValueError(f"order: expected a permutation of the {len(ids)} workgroups' linear ids")
-        for linear in sequence:
-            group = self.workgroup_class(self, ids[linear], linear % self.xcds)
-            self._run_workgroup(group)
+        if self.executor == "serial":
+            for linear in sequence:
+                group = self.workgroup_class(self, ids[linear], linear % self.xcds)
+                self._run_workgroup(group)
+        else:
+            from .lockstep import Lockstep
+            per_round = self.resident()
+            for first in range(0, len(sequence), per_round):
+                chosen = sequence[first:first + per_round]
+                Lockstep(self, lambda: [(ids[linear], linear % self.xcds) for linear in chosen]).run()
         if self.memory.caches is not None:   # the kernel's end releases every L2
             self.memory.caches.write_back_all()
+
+    def record(self):
+        """What the launch did, by workgroup (lockstep runs): wave instructions by class, global
+        memory bytes read and written by the active lanes, the longest wave's instructions."""
+        rows = []
+        for group in self.workgroups_run:
+            rows.append({"workgroup": list(group.group_id), "xcd": group.xcd,
+                         "wave_instructions": {name: int(n) for name, n in zip(CLASSES, group.by_class)},
+                         "bytes_read": int(group.bytes_read), "bytes_written": int(group.bytes_written),
+                         "longest_wave": max(int(w.executed) for w in group.waves)})
+        return {"kernel": self.kernel.name, "grid": list(self.grid), "num_warps": self.kernel.num_warps,
+                "executor": self.executor, "wave_instructions": int(self.instructions), "workgroups": rows}
+
+    def resident(self):
+        """Workgroups resident at once (one lockstep round): as many as the MI355X's CUs hold
+        (by LDS and wave slots), at most RESIDENT_WAVES waves."""
+        kernel = self.kernel
+        per_cu = WAVES_PER_CU // kernel.num_warps
+        if kernel.lds_bytes:
+            per_cu = min(per_cu, LDS_PER_CU // kernel.lds_bytes)
+        return max(1, min(CUS * max(per_cu, 1), RESIDENT_WAVES // kernel.num_warps))
+
+    def fail(self, w, pc, kind, message):
+        raise EmulationError(self._where(w, pc, f"{kind}: {message}"))
+
+    def fail_with(self, w, pc, exc):
+        """An exception of wave w's instruction at pc, as the serial run reports it."""
+        if isinstance(exc, EmulationError):
+            raise exc
+        if isinstance(exc, (MemoryFault, Unsupported, DetectorFinding, ValueError, IndexError, KeyError, TypeError)):
+            raise EmulationError(self._where(w, pc, f"{type(exc).__name__}: {exc}")) from exc
+        raise exc
+
+    def hang(self, w, pc):
+        raise EmulationError(self._where(w, pc, f"a hang: the workgroup ran past its budget of {self.budget} wave "
+                                                f"instructions ({BUDGET_ENV}=N raises it for a kernel that runs longer)"))
 
     def _run_workgroup(self, group):
         waves = group.waves
@@ -474,12 +594,14 @@ class Dispatch:
         budget = self.budget - sum(other.executed for other in w.workgroup.waves if other is not w)
         reads, writes = (self.kernel.reads, self.kernel.writes) if self.detectors else (None, None)
         defined = w.defined
+        classes, by_class = self.kernel.classes, w.workgroup.by_class
         try:
             while True:
                 pc = w.pc
                 w.pc = pc + 1
                 w.executed += 1
                 counts[pc] += 1
+                by_class[classes[pc]] += 1
                 if reads is not None:
                     rows = reads[pc]
                     if rows is not None and not defined[rows].all():

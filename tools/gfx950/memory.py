@@ -128,7 +128,7 @@ class Memory:
         old = np.zeros(64, dtype=dtype)
         for region, lanes, offsets in self._resolve(addresses, nbytes, active, True):
             if self.caches is not None:
-                self.caches.before_atomic(region.base >> REGION_SHIFT)
+                self.caches.before_atomic(region.base >> REGION_SHIFT, offsets, nbytes)
             for lane, offset in zip(lanes, offsets):
                 view = region.data[offset:offset + nbytes].view(dtype)
                 old[lane] = view[0]
@@ -149,6 +149,59 @@ def words_of(data):
 LINE_BYTES = 128   # an L2 line (MI300-class)
 
 
+class _Lines:
+    """One XCD's lines of one region that it holds apart from memory: per line touched, its
+    128 bytes (`copy`), which are dirty, and the wave whose store is still in flight per byte
+    (`inflight`, 0: none). `slot` maps a line of the region to its row (-1: the XCD sees
+    memory itself there)."""
+
+    def __init__(self, nbytes):
+        self.slot = np.full(-(-nbytes // LINE_BYTES), -1, dtype=np.int32)
+        self.count = 0
+        self._grow(8)
+
+    def _grow(self, rows):
+        old = self.count
+        copy, dirty, inflight, lines = (np.zeros((rows, LINE_BYTES), dtype=np.uint8),
+                                        np.zeros((rows, LINE_BYTES), dtype=bool),
+                                        np.zeros((rows, LINE_BYTES), dtype=np.int32), np.zeros(rows, dtype=np.int64))
+        if old:
+            copy[:old], dirty[:old], inflight[:old], lines[:old] = (self.copy[:old], self.dirty[:old],
+                                                                    self.inflight[:old], self.lines[:old])
+        self.copy, self.dirty, self.inflight, self.lines = copy, dirty, inflight, lines
+
+    def ensure(self, lines, data):
+        """Rows for `lines` (unique), new ones holding memory's bytes now (`data`)."""
+        missing = lines[self.slot[lines] < 0]
+        if not len(missing):
+            return
+        end = self.count + len(missing)
+        if end > len(self.copy):
+            self._grow(max(end, 2 * len(self.copy)))
+        rows = np.arange(self.count, end)
+        spans = missing[:, None] * LINE_BYTES + np.arange(LINE_BYTES)
+        self.copy[rows] = np.where(spans < len(data), data[np.minimum(spans, len(data) - 1)], 0)
+        self.dirty[rows] = False
+        self.inflight[rows] = 0
+        self.lines[rows] = missing
+        self.slot[missing] = rows
+        self.count = end
+
+    def where(self, flat):
+        """(rows, offsets) of byte indices whose lines have rows (-1 rows elsewhere)."""
+        return self.slot[flat // LINE_BYTES], flat % LINE_BYTES
+
+    def keep(self, kept):
+        """Drop every row but `kept` (bool per row): their lines see memory again."""
+        n = self.count
+        self.slot[self.lines[:n][~kept]] = -1
+        rows = np.nonzero(kept)[0]
+        for array in (self.copy, self.dirty, self.inflight, self.lines):
+            array[:len(rows)] = array[rows]
+        self.count = len(rows)
+        self.slot[self.lines[:self.count]] = np.arange(self.count, dtype=np.int32)
+
+
 class XcdCaches:
     """The MI355X's L2s, one per XCD. A store lands in its XCD's L2 (dirty) and reaches
     memory only by a write-back (buffer_wbl2 sc1, a store at device scope: sc1, or the
@@ -157,99 +210,97 @@ class XcdCaches:
     another XCD's data is seen only after that XCD's release and this one's acquire (or by
     a load at device scope, sc1). Stricter than a cache filled on first touch, it is the
     worst case the memory model allows, so a missing acquire shows whatever the order.
+    An invalidate makes the XCD see memory as it is then (the line refilled at once: the
+    stalest fill the invalidate allows).
 
-    Per XCD and region: `copy` (the L2's bytes), `line` (per line: SNAPSHOT, not yet read:
-    the kernel's start; CACHED; INVALID: to fill from memory), `dirty` and `inflight` (per
-    byte: a store its wave's vmcnt wait has not retired yet; a write-back by another wave
-    does not carry it). `start` keeps a region's bytes as the kernel found them, taken when
-    memory first changes during the dispatch."""
-    SNAPSHOT, CACHED, INVALID = 0, 1, 2
+    Kept sparse, per line: an XCD holds a line apart from memory (_Lines) only once it stored
+    to it, or memory changed under the copy it sees (before a write-back, a device-scope
+    store or an atomic changes a line, every other XCD that sees memory there keeps the line
+    as it was). A line nobody wrote costs nothing: a 0.6 GB KV cache read by every XCD is
+    never copied."""
 
     def __init__(self, memory, xcds):
         self.memory = memory
         self.xcds = xcds
-        self.state = {}     # (xcd, region id) -> dict of arrays
-        self.start = {}     # region id -> its bytes at the kernel's start (once memory changes)
+        self.tables = {}     # (xcd, region id) -> _Lines
 
-    def _of(self, xcd, region_id):
+    def _table(self, xcd, region_id):
         key = (xcd, region_id)
-        if key not in self.state:
-            data = self.memory.regions[region_id].data
-            lines = -(-len(data) // LINE_BYTES)
-            self.state[key] = {"copy": np.empty_like(data), "line": np.zeros(lines, dtype=np.int8),
-                               "dirty": np.zeros(len(data), dtype=bool), "inflight": np.zeros(len(data), dtype=np.int32)}
-        return self.state[key]
+        if key not in self.tables:
+            self.tables[key] = _Lines(len(self.memory.regions[region_id].data))
+        return self.tables[key]
 
-    def _modify(self, region_id):
-        """Before memory itself changes: keep what the kernel started with."""
-        if region_id not in self.start:
-            self.start[region_id] = self.memory.regions[region_id].data.copy()
-
-    def _fill(self, s, region_id, index):
-        """Bring the lines of byte indices `index` into the XCD's copy (clean bytes only)."""
+    def _changing(self, region_id, lines, writer=None):
+        """Before memory's `lines` of a region change: every XCD but `writer` keeps what it sees."""
         data = self.memory.regions[region_id].data
-        lines = np.unique(index // LINE_BYTES)
-        for state, source in ((self.SNAPSHOT, self.start.get(region_id, data)), (self.INVALID, data)):
-            missing = lines[s["line"][lines] == state]
-            if not len(missing):
-                continue
-            spans = (missing[:, None] * LINE_BYTES + np.arange(LINE_BYTES)).ravel()
-            spans = spans[spans < len(data)]
-            clean = spans[~s["dirty"][spans]]
-            s["copy"][clean] = source[clean]
-            s["line"][missing] = self.CACHED
+        for xcd in range(self.xcds):
+            if xcd != writer:
+                self._table(xcd, region_id).ensure(lines, data)
 
     def load(self, xcd, region_id, index, bypass):
-        if bypass:
-            return self.memory.regions[region_id].data[index]
-        s = self._of(xcd, region_id)
-        self._fill(s, region_id, index.ravel())
-        return s["copy"][index]
+        data = self.memory.regions[region_id].data
+        out = data[index]
+        table = None if bypass else self.tables.get((xcd, region_id))
+        if table is not None and table.count:
+            rows, offsets = table.where(index)
+            held = rows >= 0
+            if held.any():
+                out[held] = table.copy[rows[held], offsets[held]]
+        return out
 
     def store(self, xcd, region_id, index, values, bypass, wave_key):
-        s = self._of(xcd, region_id)
+        data = self.memory.regions[region_id].data
+        table = self._table(xcd, region_id)
         flat = index.ravel()
-        self._fill(s, region_id, flat)
-        s["copy"][index] = values
+        lines = np.unique(flat // LINE_BYTES)
+        table.ensure(lines, data)
+        rows, offsets = table.where(flat)
+        table.copy[rows, offsets] = values.ravel()
         if bypass:
-            self._modify(region_id)
-            self.memory.regions[region_id].data[index] = values
+            self._changing(region_id, lines, writer=xcd)
+            data[flat] = values.ravel()
         else:
-            s["dirty"][flat] = True
-            s["inflight"][flat] = wave_key
+            table.dirty[rows, offsets] = True
+            table.inflight[rows, offsets] = wave_key
         return flat
 
-    def before_atomic(self, region_id):
-        self._modify(region_id)
+    def before_atomic(self, region_id, offsets, nbytes):
+        """An atomic acts in memory: every XCD keeps the lines as it saw them."""
+        flat = (np.asarray(offsets, dtype=np.int64)[:, None] + np.arange(nbytes)).ravel()
+        self._changing(region_id, np.unique(flat // LINE_BYTES))
 
     def retire(self, xcd, region_id, flat, wave_key):
-        s = self._of(xcd, region_id)
-        mine = flat[s["inflight"][flat] == wave_key]
-        s["inflight"][mine] = 0
+        table = self.tables[(xcd, region_id)]
+        rows, offsets = table.where(flat)
+        rows, offsets = rows[rows >= 0], offsets[rows >= 0]   # a line written back and dropped holds nothing in flight
+        mine = table.inflight[rows, offsets] == wave_key
+        table.inflight[rows[mine], offsets[mine]] = 0
 
     def write_back(self, xcd, wave_key=0):
         """The XCD's dirty bytes to memory: those retired, and those in flight from the wave
         issuing the write-back (its earlier stores are ahead of it in its memory pipeline)."""
-        for (x, region_id), s in self.state.items():
-            if x != xcd:
+        for (x, region_id), table in list(self.tables.items()):
+            n = table.count
+            if x != xcd or not n:
                 continue
-            done = s["dirty"] & ((s["inflight"] == 0) | (s["inflight"] == wave_key))
-            if done.any():
-                self._modify(region_id)
-                self.memory.regions[region_id].data[done] = s["copy"][done]
-                s["dirty"][done] = False
-                s["inflight"][done] = 0
+            inflight = table.inflight[:n]
+            done = table.dirty[:n] & ((inflight == 0) | (inflight == wave_key))
+            if not done.any():
+                continue
+            rows, offsets = np.nonzero(done)
+            self._changing(region_id, np.unique(table.lines[rows]), writer=xcd)
+            self.memory.regions[region_id].data[table.lines[rows] * LINE_BYTES + offsets] = table.copy[rows, offsets]
+            table.dirty[rows, offsets] = False
+            table.inflight[rows, offsets] = 0
 
     def invalidate(self, xcd):
-        """Drop the XCD's lines that hold no dirty byte (later loads refill from memory)."""
-        for region_id, region in self.memory.regions.items():
-            s = self._of(xcd, region_id)
-            keep = np.zeros(len(s["line"]), dtype=bool)
-            keep[np.nonzero(s["dirty"])[0] // LINE_BYTES] = True
-            s["line"][~keep] = self.INVALID
+        """Drop the XCD's lines that hold no dirty byte (it sees memory there again)."""
+        for (x, _), table in self.tables.items():
+            if x == xcd and table.count:
+                table.keep(table.dirty[:table.count].any(1))
 
     def write_back_all(self):
-        for (x, region_id), s in self.state.items():
-            s["inflight"][:] = 0
+        for table in self.tables.values():
+            table.inflight[:table.count] = 0
         for xcd in range(self.xcds):
             self.write_back(xcd)

@@ -39,30 +39,31 @@ def element_k(M, K, bits, lane, element):
 
 
 def unpack(words, fmt, bits, count):
-    """uint32 (registers, 64) -> float64 (64, count) element values, low bits first."""
+    """uint32 (registers, [waves,] 64) -> float64 ([waves,] 64, count) element values, low bits first."""
     words = np.asarray(words, dtype=np.uint32)
     if bits == 32:
-        return nx.f32(words).T.astype(F64)[:, :count]
-    stream = np.ascontiguousarray(words.T).view(np.uint8)          # (64, 4 * registers) bytes
+        return np.moveaxis(nx.f32(words), 0, -1).astype(F64)[..., :count]
+    stream = np.ascontiguousarray(np.moveaxis(words, 0, -1)).view(np.uint8)   # ([waves,] 64, 4 * registers) bytes
     if bits == 16:
-        halves = stream.view(np.uint16)[:, :count].astype(np.uint32)
+        halves = stream.view(np.uint16)[..., :count].astype(np.uint32)
         return nx.f32(nx.bf16_to_f32(halves)).astype(F64) if fmt == "bf16" else nx.f32(nx.f16_to_f32(halves)).astype(F64)
     if bits == 8:
-        codes = stream[:, :count]
+        codes = stream[..., :count]
         return codes.view(np.int8).astype(F64) if fmt == "i8" else nx.decode(codes, fmt)
-    bit_stream = np.unpackbits(stream, axis=1, bitorder="little")[:, :bits * count].reshape(LANES, count, bits)
+    bit_stream = np.unpackbits(stream, axis=-1, bitorder="little")[..., :bits * count].reshape(
+        stream.shape[:-1] + (count, bits))
     codes = (bit_stream.astype(np.int64) << np.arange(bits)).sum(-1)
     return nx.decode(codes, fmt)
 
 
 def gather(values, M, K, bits):
-    """(64, per lane) element values -> the (M, K) matrix they hold."""
+    """([waves,] 64, per lane) element values -> the ([waves,] M, K) matrix they hold."""
     groups = LANES // M
     per_lane = K // groups
-    matrix = np.zeros((M, K), dtype=F64)
+    matrix = np.zeros(values.shape[:-2] + (M, K), dtype=F64)
     lanes = np.arange(LANES)[:, None]
     elements = np.arange(per_lane)[None, :]
-    matrix[np.broadcast_to(lanes % M, (LANES, per_lane)), element_k(M, K, bits, lanes, elements)] = values
+    matrix[..., np.broadcast_to(lanes % M, (LANES, per_lane)), element_k(M, K, bits, lanes, elements)] = values
     return matrix
 
 
@@ -150,26 +151,27 @@ def compile_mfma(ins, ctx):
     blocks = K // 32 if scaled else 0
 
     def run(w):
+        """One wave, or (GroupWave) every wave of a lockstep group at once: a leading waves axis."""
         a = gather(unpack(w.v[a_rows], a_fmt, a_bits, per_lane), M, K, a_bits)
-        b = gather(unpack(w.v[b_rows], b_fmt, b_bits, per_lane), N, K, b_bits)   # (N, K)
+        b = gather(unpack(w.v[b_rows], b_fmt, b_bits, per_lane), N, K, b_bits)   # ([waves,] N, K)
         if scaled:
             scales = []
             for getter, byte in zip(scale_getters, scale_bytes):
-                codes = (np.broadcast_to(np.asarray(getter(w), dtype=np.uint32), (LANES,)) >> np.uint32(8 * byte)) & 0xFF
-                table = np.zeros((M, blocks))
-                table[lanes % M, lanes // M] = nx.e8m0_scale(codes)   # lane l: row l % M, K block l // M
-                scales.append(np.repeat(table, 32, axis=1))
+                codes = (np.broadcast_to(np.asarray(getter(w), dtype=np.uint32), w.shape) >> np.uint32(8 * byte)) & 0xFF
+                table = np.zeros(codes.shape[:-1] + (M, blocks))
+                table[..., lanes % M, lanes // M] = nx.e8m0_scale(codes)   # lane l: row l % M, K block l // M
+                scales.append(np.repeat(table, 32, axis=-1))
             a = a * scales[0]
             b = b * scales[1]
         with np.errstate(all="ignore"):
-            product = a @ b.T                                         # (M, N)
+            product = np.moveaxis((a @ np.swapaxes(b, -1, -2))[..., d_rows, d_cols], -2, 0)   # (registers, [waves,] 64)
             if c_rows is not None:
                 c_words = w.v[c_rows]
                 c = c_words.view(np.int32).astype(F64) if integer else nx.f32(c_words).astype(F64)
-                result = product[d_rows, d_cols] + c
+                result = product + c
             else:
                 c = np.asarray(c_constant(w))
-                result = product[d_rows, d_cols] + (c.view(np.int32) if integer else nx.f32(c)).astype(F64)
+                result = product + (c.view(np.int32) if integer else nx.f32(c)).astype(F64)
             out = result.astype(np.int64).astype(np.uint32) if integer else result.astype(np.float32).view(np.uint32)
         w.v[dest:dest + registers] = out
     return run

@@ -77,6 +77,23 @@ def compile_ds_read(ins, ctx):
             else:
                 np.copyto(w.v[rows[0]], _narrow_to_words(data, kind, w.v[rows[0]]), where=mask)
         w.workgroup.issue(w, "lgkm", land)
+
+    def run_group(g):
+        """Every wave of a lockstep group at once (executor's lockstep.py): the bytes read together, each
+        wave's landing queued on its own lgkmcnt."""
+        lockstep = g.lockstep
+        mask = g.exec_mask.copy()
+        addresses = np.asarray(get_address(g), dtype=np.int64) + offset
+        data = lockstep.lds_read(g, addresses, nbytes, mask)            # (waves, 64, nbytes)
+        pc = lockstep.pc
+        for w, lanes, read in zip(g.waves, mask, data):
+            def land(w=w, lanes=lanes, read=read):
+                if kind is None:
+                    _land_rows(w, rows, words_of(read), lanes)
+                else:
+                    np.copyto(w.v[rows[0]], _narrow_to_words(read, kind, w.v[rows[0]]), where=lanes)
+            w.pending["lgkm"].append((land, pc))
+    run.group = run_group
     return run
 
 

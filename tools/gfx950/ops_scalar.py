@@ -464,10 +464,11 @@ def compile_set_gpr_idx_off(ins, ctx):
 def index_regions(code, program, context):
     """Recompile the VALU instructions between an s_set_gpr_idx_on and the next s_set_gpr_idx_off
     (in program order) so that, while indexing is on, their src0 VGPR is offset by M0[7:0]; a mode
-    other than SRC0 is Unsupported. Each index's variant is compiled once, when first run."""
+    other than SRC0 is Unsupported. Each index's variant is compiled once, when first run.
+    -> the program counters rewritten (they run wave by wave, never in a lockstep group)."""
     from dataclasses import replace
     from .registry import SEMANTICS
-    region = None
+    region, rewritten = None, []
     for pc, ins in enumerate(program.instructions):
         if ins.mnemonic == "s_set_gpr_idx_on":
             region = ins.operands[1].value if len(ins.operands) > 1 else ()
@@ -477,6 +478,7 @@ def index_regions(code, program, context):
             continue
         if region is None or not ins.mnemonic.startswith("v_"):
             continue
+        rewritten.append(pc)
         if set(region) != {"SRC0"}:
             code[pc] = _refuse(f"{ins.text}: VGPR indexing of {', '.join(region)} (only SRC0 is implemented)")
             continue
@@ -497,6 +499,7 @@ def index_regions(code, program, context):
                     variants[index] = SEMANTICS[ins.mnemonic](replace(ins, operands=operands), context)
             return variants[index](w)
         code[pc] = run
+    return rewritten
 
 
 def _refuse(why):

@@ -12,7 +12,7 @@ import numpy as np
 from . import numerics as nx
 from .numerics import U32
 from .registry import Unsupported, refuse_modifiers, semantics
-from .wave import (EXEC_LO, LANE_IDS, LANES, MASK32, VCC_LO, bool_to_mask, sgpr_index, vector_getter,
+from .wave import (EXEC_LO, LANE_IDS, LANES, MASK32, VCC_LO, sgpr_index, vector_getter,
                    vgpr_row)
 
 ENCODINGS = ("_e32", "_e64", "_dpp", "_sdwa")
@@ -127,7 +127,7 @@ def _fminmax64(a, b, pick_max):
 
 
 def fmed3(a, b, c):
-    a, b, c = (np.broadcast_to(np.asarray(x, dtype=F32), (LANES,)) for x in (a, b, c))
+    a, b, c = np.broadcast_arrays(*(np.asarray(x, dtype=F32) for x in (a, b, c)))
     any_nan = np.isnan(a) | np.isnan(b) | np.isnan(c)
     biggest = fmax(fmax(a, b), c)
     median = np.where(biggest == a, fmax(b, c), np.where(biggest == b, fmax(a, c), fmax(a, b)))
@@ -162,17 +162,18 @@ def _perm(s0, s1, sel):
     """v_perm_b32: each byte of the result chosen by a selector byte of S2 from the bytes of
     {S0, S1} (S1 the low word): 0-7 a byte, 8-11 the sign of byte 1/3/5/7 replicated, 12
     zero, 13 and above 0xFF."""
-    words = np.empty((LANES, 2), dtype=U32)
-    words[:, 0], words[:, 1] = s1, s0
-    data = words.view(np.uint8)                                    # (64, 8): S1's bytes, then S0's
-    table = np.empty((LANES, 16), dtype=np.uint8)
-    table[:, :8] = data
-    table[:, 8:12] = (data[:, 1::2] >> 7) * np.uint8(0xFF)
-    table[:, 12] = 0
-    table[:, 13:] = 0xFF
-    selectors = np.minimum(np.broadcast_to(np.asarray(sel, dtype=U32), (LANES,)).astype(U32).reshape(LANES, 1)
-                           .view(np.uint8), 15)
-    return np.take_along_axis(table, selectors.astype(np.int64), axis=1).view(U32).reshape(LANES)
+    shape = np.broadcast(s0, s1, sel).shape or (LANES,)             # (64,), or (waves, 64) in lockstep
+    words = np.empty(shape + (2,), dtype=U32)
+    words[..., 0], words[..., 1] = s1, s0
+    data = words.view(np.uint8)                                    # (..., 8): S1's bytes, then S0's
+    table = np.empty(shape + (16,), dtype=np.uint8)
+    table[..., :8] = data
+    table[..., 8:12] = (data[..., 1::2] >> 7) * np.uint8(0xFF)
+    table[..., 12] = 0
+    table[..., 13:] = 0xFF
+    selectors = np.minimum(np.ascontiguousarray(np.broadcast_to(np.asarray(sel, dtype=U32), shape))
+                           .reshape(shape + (1,)).view(np.uint8), 15)
+    return np.take_along_axis(table, selectors.astype(np.int64), axis=-1).view(U32).reshape(shape)
 
 
 def _bfe(a, b, c, signed):
@@ -487,8 +488,8 @@ def _dpp(ins):
     bound_ctrl = "bound_ctrl" in ins.modifiers
 
     def permute(bits, exec_mask):
-        ok = valid & exec_mask[source]
-        out = np.broadcast_to(np.asarray(bits), (LANES,))[source]
+        ok = valid & exec_mask[..., source]
+        out = np.broadcast_to(np.asarray(bits), exec_mask.shape)[..., source]
         return np.where(ok, out, U32(0)).astype(out.dtype), (enabled if bound_ctrl else enabled & ok)
     return permute
 
@@ -599,11 +600,7 @@ def compile_elementwise(ins, spec, encoding):
 
     if plain:
         def run_plain(w):
-            result = encode(function(*[f(w) for f in fetchers]), result_kind)
-            if w.exec_all:
-                w.v[row] = result
-            else:
-                np.copyto(w.v[row], result, where=w.exec_mask)
+            w.write_v(row, encode(function(*[f(w) for f in fetchers]), result_kind))
         return run_plain
 
     def run(w):
@@ -620,7 +617,7 @@ def compile_elementwise(ins, spec, encoding):
             else:
                 result = np.clip(np.asarray(result, dtype=np.int64), -2 ** 31 if signed_clamp else 0,
                                  2 ** 31 - 1 if signed_clamp else MASK32)
-        bits = np.broadcast_to(encode(result, result_kind), (LANES,))
+        bits = np.broadcast_to(encode(result, result_kind), w.shape)
         if wide:
             w.write_v64(row, bits)
             return
@@ -639,7 +636,7 @@ def compile_elementwise(ins, spec, encoding):
             else:
                 bits = placed
         if permute is not None:
-            np.copyto(w.v[row], bits, where=write_mask & w.exec_mask)
+            w.write_v_where(row, bits, write_mask & w.exec_mask)
         else:
             w.write_v(row, bits)
     return run
@@ -679,8 +676,7 @@ COMPARE_TYPES = ("f16", "f32", "f64", "i16", "u16", "i32", "u32", "i64", "u64")
 def _class_test(value_bits, classes):
     """v_cmp_class_f32: is each value in one of the classes of the mask (bit 0 sNaN, 1 qNaN,
     2 -inf, 3 -normal, 4 -denormal, 5 -0, 6 +0, 7 +denormal, 8 +normal, 9 +inf)."""
-    bits = np.broadcast_to(np.asarray(value_bits, dtype=U32), (LANES,))
-    classes = np.broadcast_to(np.asarray(classes, dtype=U32), (LANES,))
+    bits, classes = np.broadcast_arrays(np.asarray(value_bits, dtype=U32), np.asarray(classes, dtype=U32))
     exponent, mantissa, negative = (bits >> U32(23)) & U32(0xFF), bits & U32(0x7FFFFF), (bits >> U32(31)) == 1
     kind = np.where(exponent == 255, np.where(mantissa == 0, np.where(negative, 2, 9),
                                               np.where(mantissa & U32(0x400000), 1, 0)),
@@ -731,16 +727,13 @@ def compile_compare(ins, ctx):
         def test(w):
             a, b = get_a(w), get_b(w)
             a, b = (mod_a(a) if mod_a else a), (mod_b(b) if mod_b else b)
-            return np.broadcast_to(function(decode(a, kind), decode(b, kind)), (LANES,))
+            return np.broadcast_to(function(decode(a, kind), decode(b, kind)), w.shape)
 
     def run(w):
         result = test(w) & w.exec_mask
-        lo, hi = bool_to_mask(result)
-        w.s[dest], w.s[dest + 1] = lo, hi
+        w.put_mask(dest, result)
         if writes_exec:
-            w.set_exec(lo, hi)
-        elif dest == EXEC_LO:
-            w.sync_exec()
+            w.put_mask(EXEC_LO, result)
     return run
 
 
@@ -787,7 +780,7 @@ def compile_carry(ins, ctx):
         a = np.asarray(get_a(w), dtype=np.int64)
         b = np.asarray(get_b(w), dtype=np.int64)
         c = w.read_mask(carry_in).astype(np.int64) if takes_carry else 0
-        wide = np.broadcast_to(function(a, b, c), (LANES,))
+        wide = np.broadcast_to(function(a, b, c), w.shape)
         mask = (wide > MASK32) | (wide < 0)
         w.write_v(row, (wide & MASK32).astype(U32))
         w.write_mask(carry_out, mask)
@@ -919,7 +912,7 @@ def compile_bitop3(ins, ctx):
             if table >> index & 1:
                 term = (a if index & 4 else ~a) & (b if index & 2 else ~b) & (c if index & 1 else ~c)
                 out |= term
-        w.write_v(row, np.broadcast_to(out & width_mask, (LANES,)))
+        w.write_v(row, np.broadcast_to(out & width_mask, w.shape))
     return run
 
 
@@ -962,16 +955,16 @@ def compile_packed_f32(ins, ctx):
     def run(w):
         parts = [halves(w, p) for p in range(count)]
         if is_mov:  # D.lo = S0's word op_sel[0], D.hi = S1's word op_sel[1]
-            w.write_v(row, np.broadcast_to(parts[0][0], (LANES,)))
-            w.write_v(row + 1, np.broadcast_to(parts[1][0], (LANES,)))
+            w.write_v(row, np.broadcast_to(parts[0][0], w.shape))
+            w.write_v(row + 1, np.broadcast_to(parts[1][0], w.shape))
             return
         with np.errstate(all="ignore"):
             lo = function(*(nx.f32(p[0]) for p in parts))
             hi = function(*(nx.f32(p[1]) for p in parts))
             if clamp:
                 lo, hi = (np.where(np.isnan(x), 0.0, np.clip(x, 0.0, 1.0)).astype(F32) for x in (lo, hi))
-        w.write_v(row, np.broadcast_to(np.asarray(lo, dtype=F32).view(U32), (LANES,)))
-        w.write_v(row + 1, np.broadcast_to(np.asarray(hi, dtype=F32).view(U32), (LANES,)))
+        w.write_v(row, np.broadcast_to(np.asarray(lo, dtype=F32).view(U32), w.shape))
+        w.write_v(row + 1, np.broadcast_to(np.asarray(hi, dtype=F32).view(U32), w.shape))
     return run
 
 
@@ -1019,7 +1012,7 @@ def compile_packed_16(ins, ctx):
         sources = [g(w) for g in getters]
         low = function(*(half(b, op_sel[i], neg_lo[i]) for i, b in enumerate(sources)))
         high = function(*(half(b, op_sel_hi[i], neg_hi[i]) for i, b in enumerate(sources)))
-        w.write_v(row, np.broadcast_to(encode(low, kind) | (encode(high, kind) << U32(16)), (LANES,)))
+        w.write_v(row, np.broadcast_to(encode(low, kind) | (encode(high, kind) << U32(16)), w.shape))
     return run
 
 
@@ -1057,7 +1050,7 @@ def compile_fma_mix(ins, ctx):
     def run(w):
         with np.errstate(all="ignore"):
             result = (value(getters[0](w), 0) * value(getters[1](w), 1) + value(getters[2](w), 2)).astype(F32)
-        result = np.broadcast_to(result.view(U32), (LANES,))
+        result = np.broadcast_to(result.view(U32), w.shape)
         if target == "f32":
             w.write_v(row, result)
         elif target == "lo":
@@ -1082,7 +1075,7 @@ def compile_div_scale(ins, ctx):
     mods = [_source_modifier(op, "f32") for op in ins.operands[2:5]]
 
     def run(w):
-        bits = [np.broadcast_to(np.asarray(m(g(w)) if m else g(w), dtype=U32), (LANES,)) for g, m in zip((g0, g1, g2),
+        bits = [np.broadcast_to(np.asarray(m(g(w)) if m else g(w), dtype=U32), w.shape) for g, m in zip((g0, g1, g2),
                                                                                                       mods)]
         s0, s1, s2 = (nx.f32(b).astype(F64) for b in bits)
         e1, e2 = (nx.exponent32(b).astype(np.int64) for b in bits[1:])
@@ -1113,7 +1106,7 @@ def compile_div_fmas(ins, ctx):
     mods = [_source_modifier(op, "f32") for op in ins.operands[1:4]]
 
     def run(w):
-        a, b, c = (np.broadcast_to(np.asarray(m(g(w)) if m else g(w), dtype=U32), (LANES,))
+        a, b, c = (np.broadcast_to(np.asarray(m(g(w)) if m else g(w), dtype=U32), w.shape)
                    for g, m in zip(getters, mods))
         result = fused(nx.f32(a), nx.f32(b), nx.f32(c), F64)
         up = nx.exponent32(c) > 127
@@ -1131,7 +1124,7 @@ def compile_div_fixup(ins, ctx):
     mods = [_source_modifier(op, "f32") for op in ins.operands[1:4]]
 
     def run(w):
-        s0, s1, s2 = (np.broadcast_to(nx.f32(m(g(w)) if m else g(w)), (LANES,)).astype(F64)
+        s0, s1, s2 = (np.broadcast_to(nx.f32(m(g(w)) if m else g(w)), w.shape).astype(F64)
                       for g, m in zip(getters, mods))
         sign = np.signbit(s1) ^ np.signbit(s2)
         signed_inf = np.where(sign, -np.inf, np.inf)
@@ -1195,7 +1188,7 @@ def compile_cvt_scaled_up(ins, ctx):
         scale = nx.scale_of_f32(get_scale(w))
         low = nx.decode(packed & mask, fmt) * scale
         high = nx.decode((packed >> U32(bits)) & mask, fmt) * scale
-        low, high = np.broadcast_to(low, (LANES,)), np.broadcast_to(high, (LANES,))
+        low, high = np.broadcast_to(low, w.shape), np.broadcast_to(high, w.shape)
         if result == "bf16":
             w.write_v(row, _to_bf16_bits(low) | (_to_bf16_bits(high) << U32(16)))
         elif result == "f16":
@@ -1235,9 +1228,9 @@ def compile_cvt_scaled_down(ins, ctx):
     def run(w):
         a, b = get_a(w), get_b(w)
         a, b = (mod_a(a) if mod_a else a), (mod_b(b) if mod_b else b)
-        values = [np.broadcast_to(nx.f32(x), (LANES,)).astype(F64) for x in (a, b)]
+        values = [np.broadcast_to(nx.f32(x), w.shape).astype(F64) for x in (a, b)]
         if scaled:
-            scale = np.broadcast_to(nx.scale_of_f32(get_scale(w)), (LANES,))
+            scale = np.broadcast_to(nx.scale_of_f32(get_scale(w)), w.shape)
             with np.errstate(all="ignore"):
                 values = [v / scale for v in values]
         saturate = bool(w.mode & MODE_FP16_OVFL) or "clamp" in ins.modifiers
@@ -1276,8 +1269,8 @@ def compile_cvt_scaled_down_16(ins, ctx):
     from .ops_scalar import MODE_FP16_OVFL
 
     def run(w):
-        packed = np.broadcast_to(np.asarray(get_src(w), dtype=U32), (LANES,))
-        scale = np.broadcast_to(nx.scale_of_f32(get_scale(w)), (LANES,))
+        packed = np.broadcast_to(np.asarray(get_src(w), dtype=U32), w.shape)
+        scale = np.broadcast_to(nx.scale_of_f32(get_scale(w)), w.shape)
         saturate = bool(w.mode & MODE_FP16_OVFL)
         with np.errstate(all="ignore"):
             codes = [nx.encode(nx.f32(to_f32(half)).astype(F64) / scale, fmt, saturate)
@@ -1305,10 +1298,10 @@ def compile_cvt_from_fp8(ins, ctx):
 
     def run(w):
         source = np.asarray(get(w), dtype=U32) >> shift
-        w.write_v(row, np.broadcast_to(nx.f64_to_f32_bits(nx.decode(source & U32(0xFF), fmt)), (LANES,)))
+        w.write_v(row, np.broadcast_to(nx.f64_to_f32_bits(nx.decode(source & U32(0xFF), fmt)), w.shape))
         if pair:
             high = nx.decode((source >> U32(8)) & U32(0xFF), fmt)
-            w.write_v(row + 1, np.broadcast_to(nx.f64_to_f32_bits(high), (LANES,)))
+            w.write_v(row + 1, np.broadcast_to(nx.f64_to_f32_bits(high), w.shape))
     return run
 
 
@@ -1320,5 +1313,5 @@ def compile_accvgpr(ins, ctx):
     get = vector_getter(ins.operands[1])
 
     def run(w):
-        w.write_v(row, np.broadcast_to(get(w), (LANES,)))
+        w.write_v(row, np.broadcast_to(get(w), w.shape))
     return run

@@ -61,14 +61,19 @@ def bool_to_mask(mask):
 
 
 class Wave:
-    """One wave's state while it runs."""
+    """One wave's state while it runs. `storage` (v (512, 64) uint32, defined (512,) bool,
+    exec_mask (64,) bool): views into the arrays of all waves run in lockstep (executor's
+    Lockstep); by default the wave's own."""
+    shape = (LANES,)   # the lanes' shape of the values an instruction computes (GroupWave: (waves, 64))
 
-    def __init__(self, workgroup, wave_id, entry):
+    def __init__(self, workgroup, wave_id, entry, storage=None):
         self.workgroup = workgroup
         self.wave_id = wave_id
         self.key = next(_WAVE_KEYS)   # a nonzero tag of this wave (its stores in flight)
         self.s = [0] * 128
-        self.v = np.zeros((512, LANES), dtype=np.uint32)
+        if storage is None:
+            storage = (np.zeros((512, LANES), dtype=np.uint32), np.zeros(512, dtype=bool), np.ones(LANES, dtype=bool))
+        self.v, self.defined, self.exec_mask = storage
         self.scc = 0
         self.pc = entry
         self.mode = 0
@@ -76,7 +81,7 @@ class Wave:
         self.at_barrier = False
         self.executed = 0
         self.pending = {"vm": deque(), "lgkm": deque()}
-        self.exec_mask = np.ones(LANES, dtype=bool)
+        self.writebacks = deque()   # the lines of this wave's buffer_wbl2 sc1 not yet retired
         self.exec_all = True
         self.set_exec(MASK32, MASK32)
         self.scratch = None
@@ -84,7 +89,7 @@ class Wave:
     # --- EXEC and lane masks ---------------------------------------------------------
     def set_exec(self, lo, hi):
         self.s[EXEC_LO], self.s[EXEC_HI] = lo & MASK32, hi & MASK32
-        self.exec_mask = mask_to_bool(lo, hi)
+        self.exec_mask[:] = mask_to_bool(lo, hi)
         self.exec_all = (lo & MASK32) == MASK32 and (hi & MASK32) == MASK32
 
     def sync_exec(self):
@@ -96,7 +101,11 @@ class Wave:
 
     def write_mask(self, index, mask):
         """A per-lane result into an SGPR pair (lanes outside EXEC write 0)."""
-        lo, hi = bool_to_mask(mask & self.exec_mask)
+        self.put_mask(index, mask & self.exec_mask)
+
+    def put_mask(self, index, mask):
+        """A lane mask into an SGPR pair as it is (EXEC follows when the pair is EXEC)."""
+        lo, hi = bool_to_mask(mask)
         self.s[index], self.s[index + 1] = lo, hi
         if index == EXEC_LO:
             self.sync_exec()
@@ -107,6 +116,10 @@ class Wave:
             self.v[row] = values
         else:
             np.copyto(self.v[row], values, where=self.exec_mask, casting="unsafe")
+
+    def write_v_where(self, row, values, mask):
+        """values into row where `mask` (already combined with EXEC, as a DPP write is)."""
+        np.copyto(self.v[row], values, where=mask, casting="unsafe")
 
     def write_v64(self, row, values):
         values = np.asarray(values, dtype=np.uint64)
