@@ -728,6 +728,14 @@ MUTATIONS = [
              "        dropped = mask & (np.broadcast_to(np.asarray(addresses, dtype=np.int64), (len(mask),)) "
              ">= 2 * LDS_DMA_DROP_FROM)",
              ["tests/test_gfx950_corpus.py", "-k", "drop_their_lanes_counted"], path="tools/gfx950/executor.py"),
+    # --- the reference in parts (the leaderboard's largest case in 8 GB) ---
+    mutation("reference in parts: every run of sequences reads the first run's KV rows",
+             "kv = dequantize_kv(kv_data, kv_format, slice(kvp[first], kvp[last]))",
+             "kv = dequantize_kv(kv_data, kv_format, slice(0, kvp[last] - kvp[first]))",
+             ["tests/test_reference.py", "-k", "in_parts"], path="reference.py"),
+    mutation("reference in parts: the fp8 scale from the first part's amax alone",
+             "torch.stack([flat[part].abs().amax() for part in parts]).amax()", "flat[parts[0]].abs().amax()",
+             ["tests/test_reference.py", "-k", "in_parts"], path="reference.py"),
     # --- the runner's gates ---
     mutation("gate: a disallowed module through __import__", "from task import input_t, output_t",
              "from task import input_t, output_t\n_np = __import__(\"numpy\")", ["tests/test_submission_gates.py"]),
