@@ -71,7 +71,7 @@ def test_a_variant_is_proven_by_every_run_of_it_right():
 def test_the_fingerprint_follows_kernels_and_the_constants_they_name(sub, monkeypatch):
     from gfx950 import matrix
     before = matrix.kernels_fingerprint(sub)
-    monkeypatch.setattr(sub, "describe_choice", lambda choice: "host code")
+    monkeypatch.setattr(sub, "predicted_choice", lambda *args: "host code")
     assert matrix.kernels_fingerprint(sub) == before
     monkeypatch.setattr(sub, "GL_SCALE_WORDS", sub.GL_SCALE_WORDS + 1)
     assert matrix.kernels_fingerprint(sub) != before
@@ -199,7 +199,7 @@ def test_a_call_runs_as_on_the_mi355x(sub, fresh_plans):
     data = ref.generate_input(2, 1, 300, 3, device=torch.device("cpu"))
     out = fresh_plans.custom_kernel(data)
     choice = fresh_plans.choose(2, 300, torch.device("cpu"))
-    launch = fresh_plans.make_launch(*choice[1:])
+    launch = choice
     variant = fresh_plans.launch_variants(launch, torch.device("cpu"))[0]
     assert [v for v, what, _, verdict in fresh_plans.STATE.check_log[-2:]] == [variant, variant]
     assert all(verdict is None for *_, verdict in fresh_plans.STATE.check_log[-2:])
