@@ -289,3 +289,11 @@ def test_the_gluon_second_pass_at_its_threshold(sub, variants):
     below, above = sorted(executed)
     assert 0.9 * sub.ONCE_OVERFLOW_LOG2 < below < sub.ONCE_OVERFLOW_LOG2 < above < 1.1 * sub.ONCE_OVERFLOW_LOG2
     assert executed[above] > 1.25 * executed[below], executed   # the second pass: every tile again (+38%)
+
+
+def test_a_module_without_the_dispatch_hooks_is_refused_by_name():
+    """tools/gfx950/dispatch.py makes a module dispatch as on the MI355X through its _arch, _platform, _num_sms and
+    STATE: a module that lacks one (a renamed hook) fails loudly, never runs with its own dispatch."""
+    import types
+    with pytest.raises(AttributeError, match="lacks _num_sms, STATE: it cannot be made to dispatch as on the MI355X"):
+        dispatch._as_mi355x(types.SimpleNamespace(__name__="fork", _arch=None, _platform=None))
