@@ -802,12 +802,12 @@ def tune_candidates(submission, batch, kv_len, device) -> list:
     ranked = submission.ranked_candidates(batch, kv_len, device)
     bf16_pipelines = not submission._one_stage_only(device)
     restaged = []
-    for choice in ranked:
-        if choice[0] != "triton" or len(choice) < 5 or choice[4] not in (1, 2):
+    for launch in ranked:
+        if launch.path != "triton" or launch.num_stages not in (1, 2):
             continue
-        scores = choice[5] if len(choice) > 5 else submission.BF16_SCORES
+        scores = launch.scores
         if scores == submission.SCALED_SCORES or (scores == submission.BF16_SCORES and bf16_pipelines):
-            restaged.append((*choice[:4], 3 - choice[4], *choice[5:]))
+            restaged.append(dataclasses.replace(launch, num_stages=3 - launch.num_stages))
     return list(dict.fromkeys(ranked + restaged))
 
 
@@ -822,9 +822,9 @@ def _run_tune_case(test: TestCase, runs: int) -> list:
     rows = []
     try:
         for choice in tune_candidates(submission, batch, kv_len, device):
-            table[(batch, kv_len)] = choice
+            table[(batch, kv_len)] = str(choice)
             submission.STATE.plans.clear()
-            row = {"choice": list(choice)}
+            row = {"choice": str(choice)}
             try:
                 output = submission.custom_kernel(_clone_data(data))
                 _synchronize()
@@ -833,7 +833,7 @@ def _run_tune_case(test: TestCase, runs: int) -> list:
                 variant = getattr(plan, "variant", None)
                 if variant is not None:
                     row["variant"] = variant.describe()
-                if good and choice[0] == "triton":
+                if good and choice.path == "triton":
                     scores = getattr(variant, "scores", None)  # the e4m3-Q families: held to their own Q
                     scaled = scores is not None and scores != submission.BF16_SCORES
                     good = _exact_ok(data, output, submission.quantize_q_reference if scaled else None)
@@ -1146,7 +1146,7 @@ def run_tuning(pool, tests, runs):
         rows = _apply(pool, _run_tune_case, (test, runs), f"tune.{idx}")
         results[(test.args["batchsize"], test.args["kvseqlen"])] = rows
         best = fastest_checked(rows)
-        status = f"best {tuple(best['choice'])} {best['mean_us']:.1f} us" if best else "NO CANDIDATE PASSED"
+        status = f"best {best['choice']} {best['mean_us']:.1f} us" if best else "NO CANDIDATE PASSED"
         checked = sum(1 for row in rows if row.get("checked"))
         _progress(idx, len(tests), test.spec, f"{checked}/{len(rows)} checked, {status}", time.time() - start)
     return results
@@ -1213,7 +1213,7 @@ def merge_measured_table(source: str, arch: str, best: dict, provenance: str) ->
     table, measured_on = measured_table(source)
     times_us = measured_times_us(source)
     kept = {case: choice for case, choice in table.get(arch, {}).items() if case not in best}
-    table[arch] = {**kept, **{case: tuple(choice) for case, (choice, _) in best.items()}}
+    table[arch] = {**kept, **{case: str(choice) for case, (choice, _) in best.items()}}
     times_us.update({(arch, case): mean_us for case, (_, mean_us) in best.items()})
     earlier = measured_on.get(arch, "").split(OTHER_CASES) if kept and measured_on.get(arch) else []
     measured_on[arch] = OTHER_CASES.join([provenance, *(part for part in earlier if part != provenance)])
@@ -1260,33 +1260,41 @@ def source_id(text: str) -> str:
     DISPATCH and MEASURED MACHINE blocks, so that writing either leaves the id unchanged).
     The submission's first-call tuning report names it (`source <id>` in its MEASURED_ON
     line); `ingest` checks it."""
-    return _submission_source_id()(text)
+    return _submission_definitions()["source_id"](text)
 
 
-_SOURCE_ID_PARTS = ("source_id", "TABLE_BEGIN", "TABLE_END", "MACHINE_BEGIN", "MACHINE_END")
-_SOURCE_ID_FUNCTION = []
+# submission.py's definitions eval.py reads without importing it: the source id, and the Launch record
+# whose literal form (str(launch)) the MEASURED DISPATCH block holds.
+_SUBMISSION_PARTS = ("source_id", "TABLE_BEGIN", "TABLE_END", "MACHINE_BEGIN", "MACHINE_END", "Launch",
+                     "LAUNCH_SIZES", "_fail", "FAMILY_NAMES", "MERGE_NAMES", "BF16_SCORES", "MERGE_DIRECT",
+                     "MERGE_COMBINE", "MERGE_FUSED", "SCALED_SCORES", "ONCE_SCORES")
+_SUBMISSION_NAMESPACE = {}
 
 
-def _submission_source_id():
-    """submission.py's source_id with the markers it reads, taken from the file's text (not
-    imported: no kernels built, no aiter imported); ValueError naming what is missing."""
-    if not _SOURCE_ID_FUNCTION:
+def _assigned_names(node) -> set:
+    targets = [t for target in node.targets for t in (target.elts if isinstance(target, ast.Tuple) else [target])]
+    return {getattr(target, "id", None) for target in targets}
+
+
+def _submission_definitions() -> dict:
+    """submission.py's _SUBMISSION_PARTS, taken from the file's text (not imported: no kernels
+    built, no aiter imported); ValueError naming what is missing."""
+    if not _SUBMISSION_NAMESPACE:
         path = HERE / "submission.py"
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"))
         except OSError as exc:
             raise ValueError(f"source_id is submission.py's, beside eval.py: cannot read {path}: {exc.strerror}")
         nodes = [node for node in tree.body
-                 if (isinstance(node, ast.FunctionDef) and node.name in _SOURCE_ID_PARTS)
-                 or (isinstance(node, ast.Assign) and len(node.targets) == 1
-                     and getattr(node.targets[0], "id", None) in _SOURCE_ID_PARTS)]
-        namespace = {"hashlib": hashlib}
+                 if (isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in _SUBMISSION_PARTS)
+                 or (isinstance(node, ast.Assign) and _assigned_names(node) & set(_SUBMISSION_PARTS))]
+        namespace = {"hashlib": hashlib, "dataclasses": dataclasses, "re": re}
         exec(compile(ast.Module(body=nodes, type_ignores=[]), str(path), "exec"), namespace)  # noqa: S102
-        missing = [name for name in _SOURCE_ID_PARTS if name not in namespace]
+        missing = [name for name in _SUBMISSION_PARTS if name not in namespace]
         if missing:
-            raise ValueError(f"{path} lacks {', '.join(missing)}: eval.py's source_id is the submission's")
-        _SOURCE_ID_FUNCTION.append(namespace["source_id"])
-    return _SOURCE_ID_FUNCTION[0]
+            raise ValueError(f"{path} lacks {', '.join(missing)}: eval.py's source_id and Launch are the submission's")
+        _SUBMISSION_NAMESPACE.update(namespace)
+    return _SUBMISSION_NAMESPACE
 
 
 # ---------------------------------------------------------------------------------------
@@ -1298,28 +1306,15 @@ class IngestError(ValueError):
 
 
 SOURCE_PATTERN = re.compile(r"\bsource ([0-9a-f]{12})\b")
-TRITON_CHOICE_FIELDS = ("block_n", "num_warps", "num_splits", "num_stages", "family", "merge")
-TRITON_CHOICE_MIN_FIELDS = 4  # block_n .. num_stages; family and merge are optional
 
 
 def choice_problem(choice) -> str:
-    """'' when `choice` is a dispatch choice: ("aiter",), or ("triton", block_n, num_warps,
-    num_splits, num_stages[, family[, merge]]) with integers (not bools), the first four at
-    least 1 and the others at least 0; else what is wrong with it."""
-    if not isinstance(choice, tuple) or not choice:
-        return f"{choice!r} is not a tuple ('aiter',) or ('triton', ...)"
-    if choice[0] == "aiter":
-        return "" if len(choice) == 1 else f"{choice!r}: ('aiter',) takes nothing after 'aiter'"
-    if choice[0] != "triton":
-        return f"{choice!r}: the first element must be 'aiter' or 'triton'"
-    values = choice[1:]
-    if not TRITON_CHOICE_MIN_FIELDS <= len(values) <= len(TRITON_CHOICE_FIELDS):
-        return (f"{choice!r}: 'triton' takes {TRITON_CHOICE_MIN_FIELDS} to {len(TRITON_CHOICE_FIELDS)} integers "
-                f"({', '.join(TRITON_CHOICE_FIELDS)}), not {len(values)}")
-    for name, value in zip(TRITON_CHOICE_FIELDS, values):
-        lowest = 1 if name in TRITON_CHOICE_FIELDS[:TRITON_CHOICE_MIN_FIELDS] else 0
-        if type(value) is not int or value < lowest:  # noqa: E721 - a bool is not a size
-            return f"{choice!r}: {name} must be an integer of at least {lowest}, not {value!r}"
+    """'' when `choice` is a launch's literal form, as submission.py's Launch.parse reads it
+    ('aiter', or e.g. 'scaled t128 w8 s4 st2 combine'); else what is wrong with it."""
+    try:
+        _submission_definitions()["Launch"].parse(choice)
+    except ValueError as exc:
+        return str(exc).removeprefix("custom_kernel: ")
     return ""
 
 
@@ -1672,10 +1667,10 @@ def finish_tuning(results, pool, options, case_file) -> int:
         print(f"\nbatch {case[0]} kv_len {case[1]}:")
         for row in sorted(rows, key=lambda r: r.get("mean_us", float("inf"))):
             timing = f"{row['mean_us']:9.1f} us" if row.get("checked") else f"not ranked: {row.get('error')}"
-            print(f"  {str(tuple(row['choice'])):<28} {timing}  {row.get('variant', '')}")
+            print(f"  {row['choice']:<30} {timing}  {row.get('variant', '')}")
         winner = fastest_checked(rows)
         if winner is not None:
-            best[case] = (tuple(winner["choice"]), winner["mean_us"])
+            best[case] = (winner["choice"], winner["mean_us"])
     env = pool.apply(_environment)
     arch = pool.apply(_device_arch)
     provenance = (f"{env['device']}, torch {env['torch']}, triton {env['triton']}, "
@@ -1687,7 +1682,7 @@ def finish_tuning(results, pool, options, case_file) -> int:
         write_json(options["json"], "tune", case_file, env, arch=arch,
                    results=[{"batch": batch, "kv_len": kv_len, "candidates": rows}
                             for (batch, kv_len), rows in results.items()],
-                   best=[{"batch": batch, "kv_len": kv_len, "choice": list(choice), "mean_us": mean_us}
+                   best=[{"batch": batch, "kv_len": kv_len, "choice": choice, "mean_us": mean_us}
                          for (batch, kv_len), (choice, mean_us) in best.items()])
     return 0 if len(best) == len(results) else 112
 

@@ -25,6 +25,7 @@ eval.py, tools/ and tests/ use; docs/design.md the design,
 docs/code_notes.md the longer reasons behind each definition.
 """
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import inspect
@@ -162,7 +163,7 @@ def _first_call(data):
         tune_first_call(batch, kv_len, device, lambda choice: _run_choice(
             choice, q, kv_data, qo_indptr, kv_indptr, batch, sm_scale)[1])
     choice = choose(batch, kv_len, device)
-    if choice[0] == "aiter":
+    if choice == AITER_LAUNCH:
         api = STATE.aiter
         try:
             out, plan = _run_choice(choice, q, kv_data, qo_indptr, kv_indptr, batch, sm_scale)
@@ -186,7 +187,7 @@ def _keep(data, plan, out):
 def _run_choice(choice, q, kv_data, qo_indptr, kv_indptr, batch, sm_scale):
     """One call in one choice: its plan for this input (built and checked on a miss) runs -> (output, plan)."""
     device = q.device
-    if choice[0] == "aiter":
+    if choice == AITER_LAUNCH:
         kv8, kv_scale = _fp8_operands(kv_data, device)
         key = ("choice", choice, batch, kv8.shape[0], device, kv8.dtype)
         aiter = STATE.aiter
@@ -196,9 +197,8 @@ def _run_choice(choice, q, kv_data, qo_indptr, kv_indptr, batch, sm_scale):
     packed, scales = _mxfp4_operands(kv_data, device)
     if not _word_aligned(packed):
         _warn_once("unaligned", "kv_data['mxfp4'][0] rows are not 4-byte aligned: copying them on every call (slow)")
-    launch = make_launch(*choice[1:])
-    key = ("choice", ("triton", *launch), input_key(q, kv_data, qo_indptr, kv_indptr, {}), sm_scale)
-    plan = _plan(key, lambda: _TritonPlan(batch, launch, device, sm_scale), qo_indptr, kv_indptr, packed.shape[0])
+    key = ("choice", choice, input_key(q, kv_data, qo_indptr, kv_indptr, {}), sm_scale)
+    plan = _plan(key, lambda: _TritonPlan(batch, choice, device, sm_scale), qo_indptr, kv_indptr, packed.shape[0])
     return plan.run((q, kv_data, qo_indptr, kv_indptr)), plan
 
 
@@ -220,8 +220,8 @@ def _plan(key, factory, qo_indptr=None, kv_indptr=None, total_kv=None):
     return plan
 
 
-# A choice is ("aiter",) or ("triton", block_n, num_warps, num_splits, num_stages[, family[, merge]]). Written
-# by `eval.py tune` (timed on a GPU) or `eval.py ingest LOG` (the runner's first calls); else tuned or predicted.
+# A choice is str(Launch): 'aiter' or e.g. 'scaled t128 w8 s4 st2 combine'. Written by `eval.py tune` (timed on a
+# GPU) or `eval.py ingest LOG` (the runner's first calls); else tuned or predicted.
 # --- BEGIN MEASURED DISPATCH ---
 MEASURED_DISPATCH = {}
 MEASURED_ON = {}
@@ -244,20 +244,17 @@ def choose(batch, kv_len, device):
         _fail(ValueError, f"MLA_PATH=aiter but aiter is unavailable: {STATE.aiter_error}")
     choice = None
     for known in (measured_table(device).get((batch, kv_len)), STATE.tuned.get((_arch(device), batch, kv_len))):
-        if choice is None and known is not None and (known[0] != "aiter" or STATE.aiter is not None):
+        if choice is None and known is not None and (known != AITER_LAUNCH or STATE.aiter is not None):
             choice = known
     if choice is None:
         choice = _cached_prediction(batch, kv_len, device)
     if forced == "aiter":
-        return ("aiter",)
-    if forced == "triton" and choice[0] != "triton":
-        return ("triton", *default_launch(batch, kv_len, _num_sms(device)))
-    if choice[0] != "triton":
-        return choice
-    launch = make_launch(*choice[1:])  # a table's 5-tuple gets the BF16 family and the default merge
-    if _one_stage_only(device) and launch.num_stages != 1 and launch.scores == BF16_SCORES:
-        launch = launch._replace(num_stages=1)
-    return ("triton", *launch)
+        return AITER_LAUNCH
+    if forced == "triton" and choice == AITER_LAUNCH:
+        return default_launch(batch, kv_len, _num_sms(device))
+    if choice != AITER_LAUNCH and _one_stage_only(device) and choice.num_stages != 1 and choice.scores == BF16_SCORES:
+        return dataclasses.replace(choice, num_stages=1)
+    return choice
 
 
 def _cached_prediction(batch, kv_len, device):
@@ -299,91 +296,47 @@ EMULATOR_PROVEN = frozenset({
 # fitted parameters), fastest first; predicted_choice takes the first whose form EMULATOR_PROVEN holds.
 PREDICTED_US = {
     (4, 1024): (
-        (13.8, ('triton', 128, 4, 4, 1, 2, 2)),
-        (15.9, ('triton', 64, 4, 8, 2, 1, 2)),
-        (20.5, ('triton', 128, 4, 8, 1, 2, 1)),
-        (20.9, ('triton', 64, 4, 16, 2, 1, 1)),
-        (22.0, ('triton', 128, 4, 4, 1, 2, 1)),
-        (22.1, ('triton', 64, 4, 8, 2, 1, 1)),
-        (22.4, ('triton', 64, 4, 8, 1, 1, 1)),
-        (23.8, ('triton', 32, 4, 16, 1, 0, 1)),
-        (24.4, ('triton', 64, 4, 4, 2, 1, 1)),
-        (25.1, ('triton', 128, 4, 2, 1, 2, 1)),
+        (13.8, 'once t128 w4 s4 st1 fused'), (15.9, 'scaled t64 w4 s8 st2 fused'), (20.5, 'once t128 w4 s8 st1 combine'),
+        (20.9, 'scaled t64 w4 s16 st2 combine'), (22.0, 'once t128 w4 s4 st1 combine'), (22.1, 'scaled t64 w4 s8 st2 combine'),
+        (22.4, 'scaled t64 w4 s8 st1 combine'), (23.8, 'bf16 t32 w4 s16 st1 combine'), (24.4, 'scaled t64 w4 s4 st2 combine'),
+        (25.1, 'once t128 w4 s2 st1 combine'),
     ),
     (4, 8192): (
-        (18.7, ('triton', 128, 4, 32, 1, 2, 2)),
-        (20.5, ('triton', 128, 4, 64, 1, 2, 1)),
-        (22.0, ('triton', 128, 4, 32, 1, 2, 1)),
-        (22.1, ('triton', 64, 4, 64, 2, 1, 1)),
-        (22.4, ('triton', 64, 4, 64, 1, 1, 1)),
-        (24.4, ('triton', 64, 4, 32, 2, 1, 1)),
-        (25.1, ('triton', 128, 4, 16, 1, 2, 1)),
-        (25.6, ('triton', 64, 4, 64, 1, 0, 1)),
-        (25.7, ('triton', 64, 4, 128, 2, 1, 1)),
-        (35.5, ('triton', 64, 4, 64, 2, 1, 2)),
+        (18.7, 'once t128 w4 s32 st1 fused'), (20.5, 'once t128 w4 s64 st1 combine'), (22.0, 'once t128 w4 s32 st1 combine'),
+        (22.1, 'scaled t64 w4 s64 st2 combine'), (22.4, 'scaled t64 w4 s64 st1 combine'), (24.4, 'scaled t64 w4 s32 st2 combine'),
+        (25.1, 'once t128 w4 s16 st1 combine'), (25.6, 'bf16 t64 w4 s64 st1 combine'), (25.7, 'scaled t64 w4 s128 st2 combine'),
+        (35.5, 'scaled t64 w4 s64 st2 fused'),
     ),
     (32, 1024): (
-        (13.8, ('triton', 128, 4, 4, 1, 2, 2)),
-        (15.9, ('triton', 64, 4, 8, 2, 1, 2)),
-        (20.6, ('triton', 128, 4, 8, 1, 2, 1)),
-        (22.0, ('triton', 128, 4, 4, 1, 2, 1)),
-        (22.1, ('triton', 64, 4, 8, 2, 1, 1)),
-        (22.4, ('triton', 64, 4, 8, 1, 1, 1)),
-        (24.4, ('triton', 64, 4, 4, 2, 1, 1)),
-        (25.1, ('triton', 128, 4, 2, 1, 2, 1)),
-        (25.6, ('triton', 64, 4, 8, 1, 0, 1)),
-        (25.8, ('triton', 64, 4, 16, 2, 1, 1)),
+        (13.8, 'once t128 w4 s4 st1 fused'), (15.9, 'scaled t64 w4 s8 st2 fused'), (20.6, 'once t128 w4 s8 st1 combine'),
+        (22.0, 'once t128 w4 s4 st1 combine'), (22.1, 'scaled t64 w4 s8 st2 combine'), (22.4, 'scaled t64 w4 s8 st1 combine'),
+        (24.4, 'scaled t64 w4 s4 st2 combine'), (25.1, 'once t128 w4 s2 st1 combine'), (25.6, 'bf16 t64 w4 s8 st1 combine'),
+        (25.8, 'scaled t64 w4 s16 st2 combine'),
     ),
     (32, 8192): (
-        (27.0, ('triton', 128, 4, 8, 1, 2, 2)),
-        (30.0, ('triton', 128, 8, 16, 2, 1, 2)),
-        (34.5, ('triton', 128, 4, 8, 1, 2, 1)),
-        (34.5, ('triton', 128, 8, 8, 2, 1, 1)),
-        (37.1, ('triton', 128, 8, 16, 2, 1, 1)),
-        (37.1, ('triton', 128, 4, 16, 1, 2, 1)),
-        (43.3, ('triton', 128, 4, 4, 1, 2, 1)),
-        (47.2, ('triton', 128, 8, 32, 2, 1, 1)),
-        (62.6, ('triton', 64, 4, 16, 1, 0, 1)),
+        (27.0, 'once t128 w4 s8 st1 fused'), (30.0, 'scaled t128 w8 s16 st2 fused'), (34.5, 'once t128 w4 s8 st1 combine'),
+        (34.5, 'scaled t128 w8 s8 st2 combine'), (37.1, 'scaled t128 w8 s16 st2 combine'), (37.1, 'once t128 w4 s16 st1 combine'),
+        (43.3, 'once t128 w4 s4 st1 combine'), (47.2, 'scaled t128 w8 s32 st2 combine'), (62.6, 'bf16 t64 w4 s16 st1 combine'),
     ),
     (64, 1024): (
-        (14.9, ('triton', 128, 4, 4, 1, 2, 2)),
-        (17.3, ('triton', 128, 8, 4, 2, 1, 2)),
-        (22.7, ('triton', 128, 4, 4, 1, 2, 1)),
-        (23.4, ('triton', 128, 8, 4, 2, 1, 1)),
-        (25.1, ('triton', 128, 4, 2, 1, 2, 1)),
-        (25.4, ('triton', 128, 4, 8, 1, 2, 1)),
-        (26.4, ('triton', 128, 8, 2, 2, 1, 1)),
-        (28.0, ('triton', 128, 8, 8, 2, 1, 1)),
-        (35.5, ('triton', 64, 4, 8, 1, 0, 1)),
+        (14.9, 'once t128 w4 s4 st1 fused'), (17.3, 'scaled t128 w8 s4 st2 fused'), (22.7, 'once t128 w4 s4 st1 combine'),
+        (23.4, 'scaled t128 w8 s4 st2 combine'), (25.1, 'once t128 w4 s2 st1 combine'), (25.4, 'once t128 w4 s8 st1 combine'),
+        (26.4, 'scaled t128 w8 s2 st2 combine'), (28.0, 'scaled t128 w8 s8 st2 combine'), (35.5, 'bf16 t64 w4 s8 st1 combine'),
     ),
     (64, 8192): (
-        (42.7, ('triton', 128, 4, 4, 1, 2, 2)),
-        (46.0, ('triton', 128, 8, 8, 2, 1, 2)),
-        (50.5, ('triton', 128, 4, 4, 1, 2, 1)),
-        (50.5, ('triton', 128, 8, 4, 2, 1, 1)),
-        (53.2, ('triton', 128, 8, 8, 2, 1, 1)),
-        (53.2, ('triton', 128, 4, 8, 1, 2, 1)),
-        (59.8, ('triton', 128, 8, 16, 2, 1, 1)),
-        (67.5, ('triton', 128, 4, 2, 1, 2, 1)),
-        (99.1, ('triton', 64, 4, 8, 1, 0, 1)),
+        (42.7, 'once t128 w4 s4 st1 fused'), (46.0, 'scaled t128 w8 s8 st2 fused'), (50.5, 'once t128 w4 s4 st1 combine'),
+        (50.5, 'scaled t128 w8 s4 st2 combine'), (53.2, 'scaled t128 w8 s8 st2 combine'), (53.2, 'once t128 w4 s8 st1 combine'),
+        (59.8, 'scaled t128 w8 s16 st2 combine'), (67.5, 'once t128 w4 s2 st1 combine'), (99.1, 'bf16 t64 w4 s8 st1 combine'),
     ),
     (256, 1024): (
-        (24.9, ('triton', 128, 4, 1, 1, 2, 0)),
-        (24.9, ('triton', 128, 8, 1, 2, 1, 0)),
-        (31.4, ('triton', 128, 8, 2, 2, 1, 2)),
-        (38.6, ('triton', 128, 8, 2, 2, 1, 1)),
-        (38.6, ('triton', 128, 4, 2, 1, 2, 1)),
-        (47.9, ('triton', 128, 8, 4, 2, 1, 1)),
-        (63.3, ('triton', 64, 4, 2, 1, 0, 1)),
+        (24.9, 'once t128 w4 s1 st1 direct'), (24.9, 'scaled t128 w8 s1 st2 direct'), (31.4, 'scaled t128 w8 s2 st2 fused'),
+        (38.6, 'scaled t128 w8 s2 st2 combine'), (38.6, 'once t128 w4 s2 st1 combine'), (47.9, 'scaled t128 w8 s4 st2 combine'),
+        (63.3, 'bf16 t64 w4 s2 st1 combine'),
     ),
     (256, 8192): (
-        (136.0, ('triton', 128, 4, 1, 1, 2, 0)),
-        (136.0, ('triton', 128, 8, 1, 2, 1, 0)),
-        (142.6, ('triton', 128, 8, 2, 2, 1, 2)),
-        (149.8, ('triton', 128, 8, 2, 2, 1, 1)),
-        (149.8, ('triton', 128, 4, 2, 1, 2, 1)),
-        (156.4, ('triton', 128, 8, 4, 2, 1, 1)),
-        (317.8, ('triton', 64, 4, 2, 1, 0, 1)),
+        (136.0, 'once t128 w4 s1 st1 direct'), (136.0, 'scaled t128 w8 s1 st2 direct'), (142.6, 'scaled t128 w8 s2 st2 fused'),
+        (149.8, 'scaled t128 w8 s2 st2 combine'), (149.8, 'once t128 w4 s2 st1 combine'), (156.4, 'scaled t128 w8 s4 st2 combine'),
+        (317.8, 'bf16 t64 w4 s2 st1 combine'),
     ),
 }
 # --- END MI355X PREDICTION ---
@@ -395,11 +348,11 @@ def proven_fastest(batch, kv_len, device):
     if not EMULATOR_PROVEN or _arch(device) != "gfx950":
         return None
     for _, choice in PREDICTED_US.get((batch, kv_len), ()):
-        launch = make_launch(*choice[1:])
+        launch = Launch.parse(choice)
         variant = launch_variants(launch, device)[0]
         if variant.describe() in EMULATOR_PROVEN and variant not in STATE.failed_variants and \
                 (launch.scores != ONCE_SCORES or variant.gluon):
-            return ("triton", *launch)
+            return launch
     return None
 
 
@@ -415,17 +368,18 @@ def predicted_choice(batch, kv_len, device, num_sms):
     if arch in SCALED_NATIVE:
         scaled = scaled_launch(batch, kv_len, num_sms)
         if launch_variants(scaled, device)[0] not in STATE.failed_variants:
-            return ("triton", *scaled)
+            return scaled
     native = launch_variants(launch, device)[0]
     native_failed = native.convert == PORTABLE or native in STATE.failed_variants
     if STATE.aiter is not None and native_failed and batch * kv_len > 65536:
-        return ("aiter",)
-    return ("triton", *launch)
+        return AITER_LAUNCH
+    return launch
 
 
 def measured_table(device):
-    """This architecture's measured choices; MLA_TABLE=0 ignores them."""
-    return {} if os.environ.get("MLA_TABLE") == "0" else MEASURED_DISPATCH.get(_arch(device), {})
+    """This architecture's measured choices {(batch, kv_len): Launch}; MLA_TABLE=0 ignores them."""
+    table = {} if os.environ.get("MLA_TABLE") == "0" else MEASURED_DISPATCH.get(_arch(device), {})
+    return {case: Launch.parse(text) for case, text in table.items()}
 
 
 def _platform(device):
@@ -514,7 +468,7 @@ def _split_neighbours(launch, kv_len):
     """launch at its own, half and twice its split count, own first (at least one tile a split; one: DIRECT)."""
     counts = [launch.num_splits] + [n for n in (launch.num_splits // 2, launch.num_splits * 2)
                                     if 1 <= n <= _pow2_floor(max(1, triton.cdiv(kv_len, launch.block_n)))]
-    return [("triton", *make_launch(*launch[:2], n, *launch[3:])) for n in counts]
+    return [dataclasses.replace(launch, num_splits=n) for n in counts]
 
 
 def candidate_groups(batch, kv_len, device):
@@ -527,9 +481,8 @@ def candidate_groups(batch, kv_len, device):
     if scaled:
         if batch * triton.cdiv(kv_len, 128) < 2 * num_sms:  # fewer than two 128-token tiles per CU
             splits = _splits_for(batch, kv_len, 64, num_sms)
-            groups.append(("scaled 64-token", [("triton", *make_launch(64, 4, splits, stages, SCALED_SCORES))
-                                               for stages in (2, 1)]))
-        groups.append(("bf16", [("triton", *default_launch(batch, kv_len, num_sms))]))
+            groups.append(("scaled 64-token", [Launch(64, 4, splits, stages, SCALED_SCORES) for stages in (2, 1)]))
+        groups.append(("bf16", [default_launch(batch, kv_len, num_sms)]))
         fused_from = main[:1]
         if gluon_capable(_arch(device)):
             once = _split_neighbours(once_launch(batch, kv_len, num_sms), kv_len)
@@ -537,17 +490,16 @@ def candidate_groups(batch, kv_len, device):
             fused_from = fused_from + once[:1]
     else:
         other_block_n = 32 if main_launch.block_n == 64 else 64
-        other = make_launch(other_block_n, 4, _splits_for(batch, kv_len, other_block_n, num_sms))
+        other = Launch(other_block_n, 4, _splits_for(batch, kv_len, other_block_n, num_sms))
         groups.append((f"bf16 {other_block_n}-token", _split_neighbours(other, kv_len)))
         fused_from = main
     if batch >= num_sms:  # one split per sequence fills the GPU
-        groups.append(("direct", [("triton", *make_launch(*main_launch[:2], 1, *main_launch[3:5]))]))
-    fused = [("triton", *make_launch(*choice[1:6], MERGE_FUSED)) for choice in fused_from
-             if choice[0] == "triton" and make_launch(*choice[1:]).num_splits > 1]  # of several splits
+        groups.append(("direct", [dataclasses.replace(main_launch, num_splits=1)]))
+    fused = [dataclasses.replace(launch, merge=MERGE_FUSED) for launch in fused_from if launch.num_splits > 1]
     if fused:
         groups.append(("fused", fused))
     if STATE.aiter is not None:
-        groups.append(("aiter", [("aiter",)]))
+        groups.append(("aiter", [AITER_LAUNCH]))
     return groups
 
 
@@ -595,15 +547,6 @@ def kernel_times_us(run, device):
     return [(name, start.elapsed_time(end) * 1e3) for name, start, end in marks]
 
 
-def describe_choice(choice):
-    """A choice in the report's words: 'aiter' or e.g. 'scaled t128 w8 s4 st2 combine'."""
-    if choice[0] == "aiter":
-        return "aiter"
-    launch = make_launch(*choice[1:])
-    return (f"{FAMILY_NAMES[launch.scores]} t{launch.block_n} w{launch.num_warps} s{launch.num_splits} "
-            f"st{launch.num_stages} {MERGE_NAMES[launch.merge]}")
-
-
 def _fatal(exc, device):
     """Errors no other candidate can recover from: out of memory, a faulted device."""
     return isinstance(exc, torch.OutOfMemoryError) or _device_faulted(device)
@@ -613,7 +556,7 @@ def _build_aiter(run_choice, clock, device):
     """aiter's first run (its JIT builds), outside every budget -> whether it ran (else aiter is off)."""
     start, error = clock(), None
     try:
-        run_choice(("aiter",))
+        run_choice(AITER_LAUNCH)
     except Exception as exc:  # noqa: BLE001 - aiter is a library outside our tests: any failure
         if _fatal(exc, device):
             raise
@@ -634,15 +577,15 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
     entry = {"case": (batch, kv_len), "tried": [], "failed": [], "skipped": [], "pick": None,
              "build_s": 0.0, "ran": {}, "kernels": None, "profile_error": None}
     log = STATE.tune_log
-    if ("aiter",) in candidates and log["aiter_build"] is None and not _build_aiter(run_choice, clock, device):
-        candidates.remove(("aiter",))
-        entry["failed"].append((("aiter",), STATE.tune_log["aiter_build"]["error"]))
+    if AITER_LAUNCH in candidates and log["aiter_build"] is None and not _build_aiter(run_choice, clock, device):
+        candidates.remove(AITER_LAUNCH)
+        entry["failed"].append((AITER_LAUNCH, STATE.tune_log["aiter_build"]["error"]))
     wall_start, checks_before = clock(), len(STATE.check_log)
     entry["budget_s"] = budget_s = TUNE_CASE_WALL_S if len(STATE.tune_log["cases"]) < TUNE_CASES else \
         min(TUNE_CASE_WALL_S, TUNE_TOTAL_WALL_S - STATE.tune_log["spent_wall_s"])  # past the 8 cases: what is left
     alive = []
     for choice in candidates:
-        if alive and choice != ("aiter",) and \
+        if alive and choice != AITER_LAUNCH and \
                 clock() - wall_start + STATE.tune_log["build_estimate_s"] > budget_s - TUNE_CASE_TIMING_S:
             entry["skipped"].append(choice)
             continue
@@ -650,7 +593,7 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
         try:
             plan = run_choice(choice)  # build, checks, first run: untimed
         except Exception as exc:  # noqa: BLE001 - caught: every Triton form failed, or aiter in any way
-            if _fatal(exc, device) or not (choice[0] == "aiter" or isinstance(exc, NoVariantError)):
+            if _fatal(exc, device) or not (choice == AITER_LAUNCH or isinstance(exc, NoVariantError)):
                 raise
             entry["failed"].append((choice, error_summary(exc)[:200]))
             continue
@@ -698,7 +641,7 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
 
 def _run_as_ranked(run_choice, choice):
     """One run of `choice` as the ranked mode runs it: a fresh input, so aiter rebuilds its metadata."""
-    if choice[0] == "aiter":
+    if choice == AITER_LAUNCH:
         for plan in STATE.plans.values():
             if isinstance(plan, _AiterPlan):
                 plan.forget_metadata()
@@ -727,21 +670,21 @@ def _case_lines(entry):
     if entry["pick"] is None:
         lines = [f"  case {entry['case']}: no candidate ran: the prediction is used"]
     else:
-        lines = [f"  case {entry['case']}: pick {describe_choice(entry['pick'])}, {entry['pick_us']:.1f} us"
+        lines = [f"  case {entry['case']}: pick {entry['pick']}, {entry['pick_us']:.1f} us"
                  + (f" [ran: {entry['ran'][entry['pick']]}]" if entry["ran"].get(entry["pick"]) else "")]
     if entry["tried"]:
         lines.append("    candidates, mean us (runs): " + "; ".join(
-            f"{describe_choice(choice)} {us:.1f} ({runs})" for us, choice, runs in entry["tried"]))
+            f"{choice} {us:.1f} ({runs})" for us, choice, runs in entry["tried"]))
     if entry["kernels"] is not None:
         total = sum(us for _, us in entry["kernels"])
         lines.append(f"    kernels of the pick, us each ({STATE.tune_log.get('kernel_timer')}): " + ", ".join(
             f"{name[:48]} {us:.1f}" for name, us in entry["kernels"]) + f"; sum {total:.1f}")
     elif entry["profile_error"]:
         lines.append(f"    kernels of the pick: not timed ({entry['profile_error']})")
-    lines += [f"    failed {describe_choice(choice)}: {why}" for choice, why in entry["failed"]]
+    lines += [f"    failed {choice}: {why}" for choice, why in entry["failed"]]
     if entry["skipped"]:
         lines.append(f"    skipped for the case's budget of {entry['budget_s']:.0f} s: "
-                     + "; ".join(describe_choice(choice) for choice in entry["skipped"]))
+                     + "; ".join(map(str, entry["skipped"])))
     lines.append(f"    builds and first runs {entry['build_s']:.1f} s (checks {entry['check_s']:.2f} s), "
                  f"all {entry['wall_s']:.1f} s")
     return lines
@@ -758,7 +701,7 @@ def measured_block():
     lines = [TABLE_BEGIN, "MEASURED_DISPATCH = {"]
     for arch, cases in sorted(by_arch.items()):
         lines.append(f"    {arch!r}: {{")
-        lines += [f"        {case!r}: {choice!r},  # {us:.1f} us" for case, (choice, us) in sorted(cases.items())]
+        lines += [f"        {case!r}: {str(choice)!r},  # {us:.1f} us" for case, (choice, us) in sorted(cases.items())]
         lines.append("    },")
     lines += ["}", "MEASURED_ON = {"] + [f"    {arch!r}: {provenance!r}," for arch in sorted(by_arch)]
     return "\n".join(lines + ["}", TABLE_END])
@@ -1078,37 +1021,61 @@ def variants_for(arch, platform, block_n, num_warps, num_stages=1, scores=BF16_S
     return first + merged
 
 
-class SplitLaunch(NamedTuple):
-    """How one (batch, kv_len) is cut up: tile, programs per sequence, stages, family, merge (see make_launch)."""
-    block_n: int
-    num_warps: int
-    num_splits: int  # programs per sequence (a power of two)
-    num_stages: int = 1  # software pipelining of the tile loads (1 on hip for the BF16 family)
-    scores: int = BF16_SCORES  # the kernel family
-    merge: int = MERGE_COMBINE  # MERGE_DIRECT exactly when num_splits is 1
+@dataclasses.dataclass(frozen=True, order=True)
+class Launch:
+    """The one form of a launch choice: the aiter path (AITER_LAUNCH), or the split kernel's tile, warps, programs per
+    sequence (a power of two), pipelined stages, family and merge, checked (else ValueError), its merge fitted: DIRECT
+    for 1 split, COMBINE for several unless FUSED. Its literal form (tables, report, logs) is str(launch), e.g.
+    'scaled t128 w8 s4 st2 combine' or 'aiter'; Launch.parse reads it back (eval.py's ingest too)."""
+    block_n: int = 0
+    num_warps: int = 0
+    num_splits: int = 0
+    num_stages: int = 1
+    scores: int = BF16_SCORES
+    merge: int = MERGE_COMBINE
+    path: str = "triton"
+
+    def __post_init__(self):
+        sizes = (self.block_n, self.num_warps, self.num_splits, self.num_stages)
+        if self.path == "aiter" and sizes + (self.scores, self.merge) == (0, 0, 0, 1, BF16_SCORES, MERGE_COMBINE):
+            return
+        bad = [name for name, size in zip(LAUNCH_SIZES, sizes) if type(size) is not int or size < 1]  # noqa: E721
+        bad += [name for name, size in zip(LAUNCH_SIZES[:3], sizes) if name not in bad and size & (size - 1)]
+        if bad or self.path != "triton" or self.scores not in FAMILY_NAMES or self.merge not in MERGE_NAMES:
+            _fail(ValueError, f"a launch is Launch(path='aiter') or Launch(block_n, num_warps, num_splits, num_stages, "
+                              f"family {tuple(FAMILY_NAMES)}, merge {tuple(MERGE_NAMES)}) with powers of two for the "
+                              f"first three; got {self!r} (bad: {', '.join(bad) or 'path, family or merge'})")
+        fitted = MERGE_DIRECT if self.num_splits == 1 else MERGE_COMBINE if self.merge == MERGE_DIRECT else self.merge
+        object.__setattr__(self, "merge", fitted)
+
+    def __str__(self):
+        if self.path == "aiter":
+            return "aiter"
+        return (f"{FAMILY_NAMES[self.scores]} t{self.block_n} w{self.num_warps} s{self.num_splits} "
+                f"st{self.num_stages} {MERGE_NAMES[self.merge]}")
+
+    @classmethod
+    def parse(cls, text):
+        """str(launch) -> the launch; ValueError naming the text when it is not one."""
+        if text == "aiter":
+            return cls(path="aiter")
+        found = re.fullmatch(r"(\w+) t(\d+) w(\d+) s(\d+) st(\d+) (\w+)", text) if isinstance(text, str) else None
+        families = {name: code for code, name in FAMILY_NAMES.items()}
+        merges = {name: code for code, name in MERGE_NAMES.items()}
+        if found is None or found[1] not in families or found[6] not in merges:
+            _fail(ValueError, f"a launch reads 'aiter' or 'FAMILY tTILE wWARPS sSPLITS stSTAGES MERGE' (families "
+                              f"{', '.join(families)}; merges {', '.join(merges)}), not {text!r}")
+        return cls(*map(int, found.groups()[1:5]), families[found[1]], merges[found[6]])
+
+
+LAUNCH_SIZES = ("block_n", "num_warps", "num_splits", "num_stages")
+AITER_LAUNCH = Launch(path="aiter")
 
 
 def launch_variants(launch, device):
-    """variants_for of one SplitLaunch on `device`: the forms its plan tries, in order."""
+    """variants_for of one Launch on `device`: the forms its plan tries, in order."""
     return variants_for(_arch(device), _platform(device), launch.block_n, launch.num_warps, launch.num_stages,
                         launch.scores, launch.merge)
-
-
-@functools.lru_cache(maxsize=256)
-def make_launch(*fields):
-    """SplitLaunch(*fields), checked (else ValueError), its merge fitted: DIRECT for 1 split, COMBINE unless FUSED."""
-    launch = SplitLaunch(*fields)
-    bad = [name for name in ("block_n", "num_warps", "num_splits", "num_stages")
-           if not isinstance(getattr(launch, name), int) or getattr(launch, name) < 1]
-    bad += [name for name in ("block_n", "num_warps", "num_splits") if name not in bad
-            and getattr(launch, name) & (getattr(launch, name) - 1)]
-    if bad or launch.scores not in FAMILY_NAMES or launch.merge not in MERGE_NAMES:
-        _fail(ValueError, f"a Triton choice is ('triton', block_n, num_warps, num_splits[, num_stages[, family "
-                          f"{tuple(FAMILY_NAMES)}[, merge {tuple(MERGE_NAMES)}]]]) with powers of two for the "
-                          f"first three; got {tuple(fields)} (bad: {', '.join(bad) or 'family or merge'})")
-    if launch.num_splits == 1:
-        return launch._replace(merge=MERGE_DIRECT)
-    return launch._replace(merge=MERGE_COMBINE) if launch.merge == MERGE_DIRECT else launch
 
 
 def _pow2_floor(value):
@@ -1124,19 +1091,19 @@ def _splits_for(batch, kv_len, block_n, num_sms, programs_per_sm=2):
 def scaled_launch(batch, kv_len, num_sms):
     """The SCALED launch: 2 stages; 128-token tiles, 8 warps at >= 2 tiles a CU, else 64, 4 (docs/performance.md)."""
     if batch * triton.cdiv(kv_len, 128) >= 2 * num_sms:
-        return make_launch(128, 8, _splits_for(batch, kv_len, 128, num_sms), 2, SCALED_SCORES)
-    return make_launch(64, 4, _splits_for(batch, kv_len, 64, num_sms), 2, SCALED_SCORES)
+        return Launch(128, 8, _splits_for(batch, kv_len, 128, num_sms), 2, SCALED_SCORES)
+    return Launch(64, 4, _splits_for(batch, kv_len, 64, num_sms), 2, SCALED_SCORES)
 
 
 def once_launch(batch, kv_len, num_sms):
     """The ONCE launch: the Gluon tile, ~1 program per CU (its 132 KB LDS ring: 1 workgroup a CU), >= 2 tiles each."""
-    return make_launch(GL_BLOCK_N, GL_NUM_WARPS, _splits_for(batch, kv_len, GL_BLOCK_N, num_sms, 1), 1, ONCE_SCORES)
+    return Launch(GL_BLOCK_N, GL_NUM_WARPS, _splits_for(batch, kv_len, GL_BLOCK_N, num_sms, 1), 1, ONCE_SCORES)
 
 
 def default_launch(batch, kv_len, num_sms):
     """64-token tiles, 4 warps at >= 1 tile per SM, else 32 (16 failed self_check on the H200); ~2 programs per SM."""
     block_n = 64 if batch * triton.cdiv(kv_len, 64) >= num_sms else 32
-    return make_launch(block_n, 4, _splits_for(batch, kv_len, block_n, num_sms))
+    return Launch(block_n, 4, _splits_for(batch, kv_len, block_n, num_sms))
 
 
 class KernelLaunchError(RuntimeError):

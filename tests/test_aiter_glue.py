@@ -181,7 +181,7 @@ def test_dispatch_on_gfx950_with_aiter(fresh_plans, monkeypatch):
     monkeypatch.delenv("MLA_PATH", raising=False)
     cpu = torch.device("cpu")
     cases = [(b, n) for b in (4, 32, 64, 256) for n in (1024, 8192)]
-    assert all(submission.choose(b, n, cpu)[0] == "triton" for b, n in cases)
+    assert all(submission.choose(b, n, cpu).path == "triton" for b, n in cases)
     for b, n in cases:  # the native variant of every predicted launch failed, in both families
         launch = submission.default_launch(b, n, submission._num_sms(cpu))
         submission.STATE.failed_variants.add(submission.variants_for("gfx950", "hip", launch.block_n,
@@ -191,17 +191,17 @@ def test_dispatch_on_gfx950_with_aiter(fresh_plans, monkeypatch):
                                                                scaled.num_stages, scaled.scores, scaled.merge)[0])
     submission.STATE.predictions.clear()
     chosen = {case: submission.choose(*case, cpu) for case in cases}
-    assert [k for k, v in chosen.items() if v == ("aiter",)] == [(32, 8192), (64, 8192), (256, 1024), (256, 8192)]
-    monkeypatch.setitem(submission.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("aiter",),
-                                                                  (256, 8192): ("triton", 64, 4, 8, 2)})
-    assert submission.choose(4, 1024, cpu) == ("aiter",)
-    assert submission.choose(256, 8192, cpu) == ("triton", 64, 4, 8, 1, 0, submission.MERGE_COMBINE)  # hip: 1 stage
+    assert [k for k, v in chosen.items() if v == submission.AITER_LAUNCH] == [(32, 8192), (64, 8192), (256, 1024), (256, 8192)]
+    monkeypatch.setitem(submission.MEASURED_DISPATCH, "gfx950", {(4, 1024): "aiter",
+                                                                  (256, 8192): "bf16 t64 w4 s8 st2 combine"})
+    assert submission.choose(4, 1024, cpu) == submission.AITER_LAUNCH
+    assert submission.choose(256, 8192, cpu) == submission.Launch(64, 4, 8, 1, 0, submission.MERGE_COMBINE)  # hip: 1 stage
     monkeypatch.setattr(submission, "_arch", lambda device: "gfx942")  # no native conversion: the portable one
     submission.STATE.predictions.clear()
-    assert submission.choose(4, 1024, cpu)[0] == "triton" and submission.choose(256, 8192, cpu) == ("aiter",)
+    assert submission.choose(4, 1024, cpu).path == "triton" and submission.choose(256, 8192, cpu) == submission.AITER_LAUNCH
     monkeypatch.setenv("MLA_PATH", "triton")
     monkeypatch.setattr(submission, "_arch", lambda device: "gfx950")
-    assert submission.choose(4, 1024, cpu)[0] == "triton"
+    assert submission.choose(4, 1024, cpu).path == "triton"
 
 
 def test_aiter_absence_is_reported_not_fatal():
@@ -473,13 +473,13 @@ def test_first_call_tuning_times_aiter_with_its_metadata_rebuilt(fake, monkeypat
     monkeypatch.setenv("MLA_TUNE", "1")
     monkeypatch.setattr(submission.STATE, "tuned", {})
     monkeypatch.setattr(submission.STATE, "tune_log", submission.fresh_tune_log())
-    monkeypatch.setattr(submission, "ranked_candidates", lambda batch, kv_len, device: [("aiter",)])
+    monkeypatch.setattr(submission, "ranked_candidates", lambda batch, kv_len, device: [submission.AITER_LAUNCH])
     monkeypatch.setattr(submission, "TUNE_ROUNDS", 3)
     monkeypatch.setattr(submission, "TUNE_CASE_TIMING_S", 1e9)
     monkeypatch.setattr(submission, "TUNE_CASE_WALL_S", 1e9)
     data = ref.generate_input(3, 1, 64, seed=51, device=DEVICE)
     out = submission.custom_kernel(data)
-    assert submission.STATE.tune_log["cases"][0]["pick"] == ("aiter",)
+    assert submission.STATE.tune_log["cases"][0]["pick"] == submission.AITER_LAUNCH
     # decodes: the build (aiter's first run), the candidate's first run, 3 timed, the
     # pick's kernel times, the call itself; metadata: the build and each timed run
     assert len(fake.fills) == 1 + 3 and fake.decodes == 1 + 1 + 3 + 1 + 1
@@ -514,7 +514,7 @@ def test_aiter_failing_at_call_time_is_one_warning_and_the_triton_result(fresh_p
     monkeypatch.setattr(submission.STATE, "aiter", stand_in.api())
     monkeypatch.setattr(submission.STATE, "warned", set())
     monkeypatch.delenv("MLA_PATH", raising=False)
-    monkeypatch.setitem(submission.MEASURED_DISPATCH, submission._arch(DEVICE), {(2, 40): ("aiter",)})
+    monkeypatch.setitem(submission.MEASURED_DISPATCH, submission._arch(DEVICE), {(2, 40): "aiter"})
     data = ref.generate_input(2, 1, 40, seed=47, device=DEVICE)
     with pytest.warns(RuntimeWarning, match="aiter failed .*every case runs on Triton from now on") as record:
         out = submission.custom_kernel(data)
@@ -536,7 +536,7 @@ def test_a_moved_api_is_a_failed_tuning_candidate_with_its_signature(fresh_plans
     monkeypatch.setattr(submission.STATE, "warned", set())
     monkeypatch.setattr(submission.STATE, "tuned", {})
     monkeypatch.setattr(submission.STATE, "tune_log", submission.fresh_tune_log())
-    monkeypatch.setattr(submission, "ranked_candidates", lambda batch, kv_len, device: [("aiter",)])
+    monkeypatch.setattr(submission, "ranked_candidates", lambda batch, kv_len, device: [submission.AITER_LAUNCH])
     monkeypatch.delenv("MLA_PATH", raising=False)
     monkeypatch.setenv("MLA_TUNE", "1")
     data = ref.generate_input(2, 1, 40, seed=48, device=DEVICE)

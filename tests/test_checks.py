@@ -75,7 +75,7 @@ def test_the_combine_dims_follow_the_plans_batch_not_the_synthetic_one(fresh_pla
         seen.append((q.shape[0], rest[-1]))
         return real(variant, num_splits, q, *rest, **kwargs)
     monkeypatch.setattr(sub, "_attention", spy)
-    monkeypatch.setitem(sub.MEASURED_DISPATCH, "cpu", {(5, 40): ("triton", 16, 4, 2, 1)})
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, "cpu", {(5, 40): "bf16 t16 w4 s2 st1 combine"})
     sub.custom_kernel(ref.generate_input(5, 1, 40, seed=82))
     assert [d for _, d in seen] == [sub.V_HEAD_DIM] * 2 and [b for b, _ in seen] == [3, 5]  # check, call
 
@@ -132,8 +132,7 @@ def test_the_self_check_launches_the_binary_the_call_launches(fresh_plans, monke
             indptr = torch.arange(batch + 1, dtype=torch.int32)
             choices = {sub.choose(batch, kv_len, q.device), *sub.ranked_candidates(batch, kv_len, q.device)}
             seen = set()
-            for choice in sorted(c for c in choices if c[0] == "triton"):
-                launch = sub.make_launch(*choice[1:])
+            for launch in sorted(c for c in choices if c.path == "triton"):
                 plan = sub._TritonPlan(batch, launch, q.device, 1 / 24)
                 out = torch.empty((batch, sub.NUM_HEADS, sub.V_HEAD_DIM), dtype=torch.bfloat16)
                 for variant in plan.variants:

@@ -187,8 +187,7 @@ def test_report_covers_every_launch_the_dispatch_uses(monkeypatch):
         monkeypatch.setattr(submission, "_num_sms", lambda device, num_sms=num_sms: num_sms)
         monkeypatch.setattr(submission, "_platform", lambda device, platform=platform: platform)
         submission.STATE.predictions.clear()
-        chosen = {submission.make_launch(*submission.choose(b, n, cpu)[1:])
-                  for b, n in compile_report.LEADERBOARD_CASES}
+        chosen = {submission.choose(b, n, cpu) for b, n in compile_report.LEADERBOARD_CASES}
         gluon = {launch for launch in chosen if submission.variants_for(
             arch, platform, launch.block_n, launch.num_warps, launch.num_stages, launch.scores, launch.merge)[0].gluon}
         assert not gluon or target == "gfx950", target  # the Gluon kernel: built in each of GLUON_MERGES
@@ -285,7 +284,7 @@ def test_the_gfx950_tuning_candidates_are_the_house_baselines(monkeypatch):
     assert house_baseline.candidate_lists() == baseline["candidates"]
     for case, ranked in proven.items():
         assert sorted(ranked) == sorted(baseline["candidates"][case]), case
-        assert ranked[0] == sub.describe_choice(sub.PREDICTED_US[eval(case)][0][1]), case
+        assert ranked[0] == sub.PREDICTED_US[eval(case)][0][1], case
 
 
 def test_the_dispatched_cases_are_the_models_fastest():
@@ -299,7 +298,7 @@ def test_the_dispatched_cases_are_the_models_fastest():
              if r["row"] == "case" and r["target"] == "gfx950" and r["role"] == "dispatched"}
     assert set(cases) == set(compile_report.LEADERBOARD_CASES)
     for case, row in cases.items():
-        assert tuple(row["choice"]) == ("triton", *sub.make_launch(*sub.PREDICTED_US[case][0][1][1:])), case
+        assert sub.Launch.parse(row["choice"]) == sub.Launch.parse(sub.PREDICTED_US[case][0][1]), case
         assert row["kernel"] == "_gluon_split_kernel" and row["bound_us"] > 0, row
 
 

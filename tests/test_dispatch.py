@@ -16,10 +16,11 @@ def is_power_of_two(value):
     return isinstance(value, int) and value >= 1 and value & (value - 1) == 0
 
 
-def assert_valid_choice(choice):
-    assert choice == ("aiter",) or (choice[0] == "triton" and len(choice) in (5, 6, 7)), choice
-    if choice[0] == "triton":
-        launch = sub.make_launch(*choice[1:])
+def assert_valid_choice(launch):
+    """A Launch whose literal form reads back as itself; a Triton one in the tiles, warps and stages the kernels run."""
+    assert isinstance(launch, sub.Launch) and sub.Launch.parse(str(launch)) == launch, launch
+    choice = launch
+    if launch.path == "triton":
         assert launch.merge in sub.MERGE_NAMES and (launch.merge == sub.MERGE_DIRECT) == (launch.num_splits == 1)
         assert launch.block_n in BLOCK_NS and launch.num_warps in WARPS and launch.num_stages in STAGES, choice
         assert launch.scores in sub.FAMILY_NAMES, choice
@@ -34,7 +35,7 @@ def test_measured_table_entries_are_valid_launches_with_provenance():
         assert table, arch
         for (batch, kv_len), choice in table.items():
             assert isinstance(batch, int) and isinstance(kv_len, int) and batch >= 1 and kv_len >= 1
-            assert_valid_choice(choice)
+            assert_valid_choice(sub.Launch.parse(choice))
 
 
 @pytest.mark.parametrize("arch, platform, num_sms", [("gfx950", "hip", 256), ("sm_90", "cuda", 132)])
@@ -60,17 +61,12 @@ def on_arch(monkeypatch):
     sub.STATE.predictions.clear()
 
 
-def full(choice):
-    """A table's choice with every SplitLaunch field (5-tuples are the BF16 family with the
-    default merge)."""
-    return choice if choice[0] != "triton" else ("triton", *sub.make_launch(*choice[1:]))
+full = sub.Launch.parse  # a table's literal -> its Launch
 
-
-# A table as `eval.py tune` writes one (the old H200 table's choices): 7-tuples, a 5-tuple
-# (the BF16 family, the default merge), one split (DIRECT), the FUSED merge, SCALED.
-TABLE = {(4, 1024): ("triton", 64, 4, 16, 1, 0, 1), (4, 8192): ("triton", 128, 8, 32, 1, 0, 1),
-         (32, 1024): ("triton", 128, 8, 4, 2), (64, 8192): ("triton", 64, 4, 4, 1, 0, 2),
-         (256, 1024): ("triton", 64, 4, 1, 1, 0, 0), (256, 8192): ("triton", 128, 8, 2, 2, 1, 1)}
+# A table as `eval.py tune` writes one (the old H200 table's choices): one split (DIRECT), the FUSED merge, SCALED.
+TABLE = {(4, 1024): "bf16 t64 w4 s16 st1 combine", (4, 8192): "bf16 t128 w8 s32 st1 combine",
+         (32, 1024): "bf16 t128 w8 s4 st2 combine", (64, 8192): "bf16 t64 w4 s4 st1 fused",
+         (256, 1024): "bf16 t64 w4 s1 st1 direct", (256, 8192): "scaled t128 w8 s2 st2 combine"}
 
 
 def test_choose_follows_the_measured_table(on_arch, monkeypatch):
@@ -79,17 +75,17 @@ def test_choose_follows_the_measured_table(on_arch, monkeypatch):
     architecture's table is not read, nor any with MLA_TABLE=0."""
     on_arch("sm_90", "cuda", 132)
     monkeypatch.setattr(sub.STATE, "aiter", None)
-    monkeypatch.setitem(sub.MEASURED_DISPATCH, "sm_90", {**TABLE, (64, 1024): ("aiter",)})
-    monkeypatch.setitem(sub.STATE.tuned, ("sm_90", 4, 1024), ("triton", 32, 4, 2, 1, 0, 1))
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, "sm_90", {**TABLE, (64, 1024): "aiter"})
+    monkeypatch.setitem(sub.STATE.tuned, ("sm_90", 4, 1024), sub.Launch(32, 4, 2))
     for case, choice in TABLE.items():
         assert sub.choose(*case, CPU) == full(choice), case
-    assert sub.choose(64, 1024, CPU) == ("triton", *sub.default_launch(64, 1024, 132))
+    assert sub.choose(64, 1024, CPU) == sub.default_launch(64, 1024, 132)
     on_arch("gfx950", "hip", 256)
     assert sub.choose(4, 1024, CPU) == sub.predicted_choice(4, 1024, CPU, 256)
     on_arch("sm_90", "cuda", 132)
     monkeypatch.setenv("MLA_TABLE", "0")
-    assert sub.choose(4, 1024, CPU) == ("triton", 32, 4, 2, 1, 0, 1)  # then TUNED
-    assert sub.choose(256, 8192, CPU) == ("triton", *sub.default_launch(256, 8192, 132))
+    assert sub.choose(4, 1024, CPU) == sub.Launch(32, 4, 2)  # then TUNED
+    assert sub.choose(256, 8192, CPU) == sub.default_launch(256, 8192, 132)
 
 
 def test_choose_predicts_where_nothing_was_measured(on_arch, monkeypatch):
@@ -98,16 +94,16 @@ def test_choose_predicts_where_nothing_was_measured(on_arch, monkeypatch):
     two tiles per CU, else 64-token tiles, 4 warps, 2 stages); NVIDIA: the BF16 family's default launch."""
     on_arch("gfx950", "hip", 256)
     monkeypatch.setattr(sub, "gluon_capable", lambda name: name == "gfx950")
-    monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("triton", 32, 8, 2, 1)})
-    assert sub.choose(4, 1024, CPU) == full(("triton", 32, 8, 2, 1))
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(4, 1024): "bf16 t32 w8 s2 st1 combine"})
+    assert sub.choose(4, 1024, CPU) == full("bf16 t32 w8 s2 st1 combine")
     for case in [(4, 8192), (256, 8192)]:
         assert sub.choose(*case, CPU) == full(sub.PREDICTED_US[case][0][1]), case
     monkeypatch.setattr(sub, "EMULATOR_PROVEN", frozenset())
     sub.STATE.predictions.clear()
-    assert sub.choose(4, 8192, CPU) == ("triton", 64, 4, 64, 2, sub.SCALED_SCORES, sub.MERGE_COMBINE)
-    assert sub.choose(256, 8192, CPU) == ("triton", 128, 8, 2, 2, sub.SCALED_SCORES, sub.MERGE_COMBINE)
+    assert sub.choose(4, 8192, CPU) == sub.Launch(64, 4, 64, 2, sub.SCALED_SCORES, sub.MERGE_COMBINE)
+    assert sub.choose(256, 8192, CPU) == sub.Launch(128, 8, 2, 2, sub.SCALED_SCORES, sub.MERGE_COMBINE)
     on_arch("sm_90", "cuda", 132)
-    assert sub.choose(256, 8192, CPU) == ("triton", *sub.default_launch(256, 8192, 132))
+    assert sub.choose(256, 8192, CPU) == sub.default_launch(256, 8192, 132)
 
 
 def test_a_failed_scaled_variant_sends_the_prediction_to_the_bf16_family(on_arch, monkeypatch):
@@ -118,17 +114,17 @@ def test_a_failed_scaled_variant_sends_the_prediction_to_the_bf16_family(on_arch
     scaled = sub.scaled_launch(256, 8192, 256)
     sub.STATE.failed_variants.add(sub.variants_for("gfx950", "hip", scaled.block_n, scaled.num_warps,
                                              scaled.num_stages, sub.SCALED_SCORES, scaled.merge)[0])
-    assert sub.choose(256, 8192, CPU) == ("triton", *sub.default_launch(256, 8192, 256))
+    assert sub.choose(256, 8192, CPU) == sub.default_launch(256, 8192, 256)
 
 
 def test_hip_runs_the_bf16_family_in_one_stage_only(on_arch, monkeypatch):
     """Triton 3.6's AMD pipeliner rejects the BF16 family's impure inline asm in a
     pipelined loop; the SCALED family's asm is pure and pipelines."""
     on_arch("gfx950", "hip", 256)
-    monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("triton", 64, 4, 16, 2),
-                                                          (4, 8192): ("triton", 128, 8, 16, 2, 1)})
-    assert sub.choose(4, 1024, CPU) == full(("triton", 64, 4, 16, 1))
-    assert sub.choose(4, 8192, CPU) == full(("triton", 128, 8, 16, 2, 1))
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(4, 1024): "bf16 t64 w4 s16 st2 combine",
+                                                          (4, 8192): "scaled t128 w8 s16 st2 combine"})
+    assert sub.choose(4, 1024, CPU) == full("bf16 t64 w4 s16 st1 combine")
+    assert sub.choose(4, 8192, CPU) == full("scaled t128 w8 s16 st2 combine")
 
 
 @pytest.mark.parametrize("num_sms", [4, 132, 256])
@@ -152,19 +148,30 @@ def test_default_launch_invariants(batch, kv_len, num_sms):
     ((64, 4, 4, 1, 0, sub.MERGE_DIRECT), sub.MERGE_COMBINE),
     ((64, 4, 4, 1, 1, sub.MERGE_FUSED), sub.MERGE_FUSED),
 ])
-def test_make_launch_gives_each_split_count_its_merge(fields, merge):
-    assert sub.make_launch(*fields).merge == merge
+def test_launch_gives_each_split_count_its_merge(fields, merge):
+    assert sub.Launch(*fields).merge == merge
 
 
 @pytest.mark.parametrize("fields", [(64, 4, 3), (48, 4, 2), (64, 3, 2), (64, 4, 0), (64, 4, 2, 0),
-                                    (64, 4, 2, 1, 7), (64, 4, 2, 1, 0, 9), (64, "4", 2)])
-def test_make_launch_rejects_what_no_kernel_runs(fields):
-    with pytest.raises(ValueError, match="a Triton choice is"):
-        sub.make_launch(*fields)
+                                    (64, 4, 2, 1, 7), (64, 4, 2, 1, 0, 9), (64, "4", 2), (64, 4, True),
+                                    (64, 4, 2, 1, 0, 1, "cuda"), (64, 4, 2, 1, 0, 1, "aiter")])
+def test_launch_rejects_what_no_kernel_runs(fields):
+    with pytest.raises(ValueError, match="a launch is"):
+        sub.Launch(*fields)
+
+
+@pytest.mark.parametrize("text", ["aiter t32", "('triton', 64, 4, 8, 1)", "bf16 t64 w4 s8", "fp8 t64 w4 s8 st1 combine",
+                                  "bf16 t64 w4 s8 st1 merged", "bf16 t64 w4 s3 st1 combine", ("triton", 64, 4, 8, 1)])
+def test_a_launch_literal_reads_back_or_fails_by_name(text):
+    """str(Launch) is its one literal form (tables, report, logs); anything else, the old tuples included, fails."""
+    with pytest.raises(ValueError, match="a launch (reads|is)"):
+        sub.Launch.parse(text)
+    for launch in (sub.AITER_LAUNCH, sub.Launch(128, 4, 4, 1, sub.ONCE_SCORES, sub.MERGE_FUSED), sub.Launch(64, 4, 1)):
+        assert sub.Launch.parse(str(launch)) == launch
 
 
 def first_form(choice):
-    launch = sub.make_launch(*choice[1:])
+    launch = full(choice)
     return sub.variants_for("gfx950", "hip", launch.block_n, launch.num_warps, launch.num_stages, launch.scores,
                             launch.merge)[0]
 
@@ -184,13 +191,13 @@ def test_the_prediction_follows_the_models_table_among_the_forms_the_emulator_pr
         assert sub.predicted_choice(*case, CPU, 256) == full(ranked[0][1]), case
     monkeypatch.setattr(sub, "EMULATOR_PROVEN", frozenset())
     for case in LEADERBOARD_CASES:
-        assert sub.predicted_choice(*case, CPU, 256) == ("triton", *sub.scaled_launch(*case, 256)), case
+        assert sub.predicted_choice(*case, CPU, 256) == sub.scaled_launch(*case, 256), case
     every = frozenset(first_form(choice).describe() for ranked in sub.PREDICTED_US.values() for _, choice in ranked)
     monkeypatch.setattr(sub, "EMULATOR_PROVEN", every)
     for case, ranked in sub.PREDICTED_US.items():
         times = [us for us, _ in ranked]
         assert times == sorted(times) and sub.predicted_choice(*case, CPU, 256) == full(ranked[0][1]), case
-    scaled = [choice for _, choice in sub.PREDICTED_US[(256, 8192)] if choice[5] == sub.SCALED_SCORES]
+    scaled = [choice for _, choice in sub.PREDICTED_US[(256, 8192)] if full(choice).scores == sub.SCALED_SCORES]
     monkeypatch.setattr(sub, "EMULATOR_PROVEN", frozenset(first_form(choice).describe() for choice in scaled))
     assert sub.predicted_choice(256, 8192, CPU, 256) == full(scaled[0])
     sub.STATE.failed_variants.add(first_form(scaled[0]))
@@ -198,7 +205,7 @@ def test_the_prediction_follows_the_models_table_among_the_forms_the_emulator_pr
     assert sub.predicted_choice(256, 8192, CPU, 256) == full(later)
     on_arch("sm_90", "cuda", 132)
     monkeypatch.setattr(sub, "EMULATOR_PROVEN", every)
-    assert sub.predicted_choice(256, 8192, CPU, 132) == ("triton", *sub.default_launch(256, 8192, 132))
+    assert sub.predicted_choice(256, 8192, CPU, 132) == sub.default_launch(256, 8192, 132)
 
 
 def test_a_plan_in_use_outlives_more_than_max_plans_others(fresh_plans):

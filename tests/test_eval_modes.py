@@ -9,6 +9,7 @@ calls with MLA_EVAL_CPU_BUDGET_S. tools/mutations_harness.py lists a deliberate 
 for each test here; every one makes its tests fail.
 """
 import base64
+import dataclasses
 import inspect
 import io
 import json
@@ -61,19 +62,33 @@ def custom_kernel(data):
 # (fast, negated: fails the runner's check) and OFF (fast, 0.02 off: passes the runner's check,
 # not ours), BF16 choices where that family runs in one stage only (no other stage counts).
 # Ranked on time alone, a failed one would win.
-RIGHT, WRONG, OFF = ("triton", 16, 4, 1, 1), ("triton", 32, 4, 1, 1), ("triton", 64, 4, 1, 1)
+RIGHT, WRONG, OFF = "bf16 t16 w4 s1 st1 direct", "bf16 t32 w4 s1 st1 direct", "bf16 t64 w4 s1 st1 direct"
 TUNE_SUBMISSION = f'''
+import dataclasses
 import time
 from collections import OrderedDict
 from types import SimpleNamespace
 import torch
 from reference import exact_attention
 
-RIGHT, WRONG, OFF = {RIGHT!r}, {WRONG!r}, {OFF!r}
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    block_n: int
+    num_stages: int = 1
+    scores: int = 0
+    path: str = "triton"
+
+    def __str__(self):
+        return f"bf16 t{{self.block_n}} w4 s1 st{{self.num_stages}} direct"
+
+
+RIGHT, WRONG, OFF = Launch(16), Launch(32), Launch(64)
 # --- BEGIN MEASURED DISPATCH ---
 MEASURED_DISPATCH = {{
     {ARCH!r}: {{
-        (9, 99): ('triton', 64, 8, 2, 1),  # 1.5 us
+        (9, 99): 'bf16 t64 w8 s2 st1 combine',  # 1.5 us
     }},
 }}
 MEASURED_ON = {{
@@ -101,9 +116,9 @@ def custom_kernel(data):
     choice = MEASURED_DISPATCH[_arch(data[0].device)][(config["batch_size"], config["kv_seq_len"])]
     STATE.plans[choice] = SimpleNamespace(variant=None)
     out = exact_attention(data)
-    if choice == WRONG:
+    if choice == str(WRONG):
         return (-out).to(torch.bfloat16)
-    if choice == OFF:
+    if choice == str(OFF):
         return (out + 0.02).to(torch.bfloat16)
     time.sleep(0.005)
     return out.to(torch.bfloat16)
@@ -132,8 +147,8 @@ def run_plain(folder, *args, env_extra=None):
 
 
 def choices(rows):
-    """The candidates' choices of JSON rows, as tuples."""
-    return [tuple(row["choice"]) for row in rows]
+    """The candidates' choices of JSON rows (their literal form)."""
+    return [row["choice"] for row in rows]
 
 
 # --- case file validation -----------------------------------------------------------------
@@ -348,7 +363,7 @@ def test_tune_writes_only_a_checked_choice_and_keeps_other_cases(harness_dir):
     assert code == 0, stderr
     source = (folder / "submission.py").read_text()
     table, measured_on = harness.measured_table(source)
-    assert table[ARCH] == {(2, 17): RIGHT, (9, 99): ("triton", 64, 8, 2, 1)}
+    assert table[ARCH] == {(2, 17): RIGHT, (9, 99): "bf16 t64 w8 s2 st1 combine"}
     times_us = harness.measured_times_us(source)
     assert times_us[(ARCH, (9, 99))] == 1.5 and times_us[(ARCH, (2, 17))] > 0
     assert "eval.py tune" in measured_on[ARCH] and "an earlier tune" in measured_on[ARCH]
@@ -358,7 +373,7 @@ def test_tune_case_in_process_with_the_real_submission(fresh_plans, monkeypatch)
     """_run_tune_case against the real submission's dispatch table and plans: two Triton
     candidates, the second corrupted after the kernel, so it fails the check."""
     submission = fresh_plans
-    right, wrong = ("triton", 16, 4, 1, 1), ("triton", 32, 4, 1, 1)
+    right, wrong = submission.Launch(16, 4, 1, 1), submission.Launch(32, 4, 1, 1)
     monkeypatch.setattr(harness, "tune_candidates", lambda module, batch, kv_len, device: [right, wrong])
     kernel = submission.custom_kernel
 
@@ -366,13 +381,13 @@ def test_tune_case_in_process_with_the_real_submission(fresh_plans, monkeypatch)
         out = kernel(data)
         config = data[4]
         table = submission.MEASURED_DISPATCH[submission._arch(data[0].device)]
-        return -out if table[(config["batch_size"], config["kv_seq_len"])] == wrong else out
+        return -out if table[(config["batch_size"], config["kv_seq_len"])] == str(wrong) else out
 
     monkeypatch.setattr(submission, "custom_kernel", corrupt_the_wrong_one)
     case = harness.TestCase(args=dict(batchsize=2, qseqlen=1, kvseqlen=17, seed=5), spec=TINY_CASE)
     before = {arch: dict(cases) for arch, cases in submission.MEASURED_DISPATCH.items()}
     rows = harness._run_tune_case(case, runs=2)
-    assert [tuple(row["choice"]) for row in rows] == [right, wrong]
+    assert [row["choice"] for row in rows] == [str(right), str(wrong)]
     assert rows[0]["checked"] and rows[0]["mean_us"] > 0 and rows[0]["variant"]
     assert not rows[1]["checked"] and "mean_us" not in rows[1] and rows[1]["error"]
     assert harness.fastest_checked(rows) is rows[0]
@@ -384,7 +399,7 @@ def test_tune_holds_a_scaled_candidate_to_its_own_emulation(fresh_plans, monkeyp
     """A SCALED-family candidate quantizes Q to e4m3: on a short sequence it misses
     8e-3 + 2e-2 |ref| of attention with the bf16 Q, so tune checks it against attention
     with its own dequantized Q (and still against the runner's rule)."""
-    scaled = ("triton", 64, 4, 1, 1, fresh_plans.SCALED_SCORES)
+    scaled = fresh_plans.Launch(64, 4, 1, 1, fresh_plans.SCALED_SCORES)
     monkeypatch.setattr(harness, "tune_candidates", lambda module, batch, kv_len, device: [scaled])
     case = harness.TestCase(args=dict(batchsize=2, qseqlen=1, kvseqlen=17, seed=5), spec=TINY_CASE)
     row, = harness._run_tune_case(case, runs=1)
@@ -410,14 +425,14 @@ def test_tune_measures_the_ranked_list_and_each_other_stage_count(fresh_plans, m
     candidates = harness.tune_candidates(submission, batch, kv_len, cpu)
     assert candidates[:len(ranked)] == ranked and len(set(candidates)) == len(candidates)
     restaged_families = {submission.SCALED_SCORES} | ({submission.BF16_SCORES} if platform != "hip" else set())
-    expected = [(*choice[:4], 3 - choice[4], *choice[5:]) for choice in ranked
-                if choice[0] == "triton" and choice[5] in restaged_families]
+    expected = [dataclasses.replace(choice, num_stages=3 - choice.num_stages) for choice in ranked
+                if choice.path == "triton" and choice.scores in restaged_families]
     assert expected and candidates[len(ranked):] == [c for c in dict.fromkeys(expected) if c not in ranked]
-    assert ("aiter",) in ranked
+    assert submission.AITER_LAUNCH in ranked
     if arch == "gfx950":
-        assert {c[5] for c in ranked if c[0] == "triton"} >= {submission.SCALED_SCORES, submission.ONCE_SCORES}
-        assert {c[1:5] for c in candidates[len(ranked):]} >= {(128, 8, c[3], 1) for c in ranked
-                                                              if c[1:3] == (128, 8) and c[4] == 2}
+        assert {c.scores for c in ranked if c.path == "triton"} >= {submission.SCALED_SCORES, submission.ONCE_SCORES}
+        assert {(c.block_n, c.num_warps, c.num_splits, c.num_stages) for c in candidates[len(ranked):]} >= {
+            (128, 8, c.num_splits, 1) for c in ranked if (c.block_n, c.num_warps, c.num_stages) == (128, 8, 2)}
 
 
 # --- the MEASURED DISPATCH block ----------------------------------------------------------
@@ -425,12 +440,12 @@ def test_tune_measures_the_ranked_list_and_each_other_stage_count(fresh_plans, m
 BLOCK = f"""{harness.TABLE_BEGIN}
 MEASURED_DISPATCH = {{
     'gfx950': {{
-        (4, 1024): ('triton', 32, 4, 8, 1),  # 20.0 us
+        (4, 1024): 'bf16 t32 w4 s8 st1 combine',  # 20.0 us
     }},
     'sm_90': {{
-        (4, 1024): ('triton', 64, 4, 16, 2),  # 17.5 us
-        (32, 8192): ('triton', 64, 4, 8, 1),  # 95.1 us
-        (256, 8192): ('triton', 64, 4, 1, 1),
+        (4, 1024): 'bf16 t64 w4 s16 st2 combine',  # 17.5 us
+        (32, 8192): 'bf16 t64 w4 s8 st1 combine',  # 95.1 us
+        (256, 8192): 'bf16 t64 w4 s1 st1 direct',
     }},
 }}
 MEASURED_ON = {{
@@ -444,21 +459,21 @@ HEAD, TAIL = "import os\n\n# the dispatch\n", "\n\nPATHS = ('triton', 'aiter')\n
 def test_writing_one_case_keeps_the_others(tmp_path):
     path = tmp_path / "submission.py"
     path.write_text(HEAD + BLOCK + TAIL)
-    harness.write_measured_table(path, "sm_90", {(4, 1024): (("triton", 32, 8, 4, 1), 16.04)}, "new run")
+    harness.write_measured_table(path, "sm_90", {(4, 1024): ("bf16 t32 w8 s4 st1 combine", 16.04)}, "new run")
     text = path.read_text()
     assert text.startswith(HEAD + harness.TABLE_BEGIN) and text.endswith(harness.TABLE_END + TAIL)
     namespace = {}
     exec(compile(text, str(path), "exec"), namespace)
     table, measured_on = harness.measured_table(text)
     assert table == namespace["MEASURED_DISPATCH"] and measured_on == namespace["MEASURED_ON"]
-    assert table == {"gfx950": {(4, 1024): ("triton", 32, 4, 8, 1)},
-                     "sm_90": {(4, 1024): ("triton", 32, 8, 4, 1), (32, 8192): ("triton", 64, 4, 8, 1),
-                               (256, 8192): ("triton", 64, 4, 1, 1)}}
+    assert table == {"gfx950": {(4, 1024): "bf16 t32 w4 s8 st1 combine"},
+                     "sm_90": {(4, 1024): "bf16 t32 w8 s4 st1 combine", (32, 8192): "bf16 t64 w4 s8 st1 combine",
+                               (256, 8192): "bf16 t64 w4 s1 st1 direct"}}
     assert harness.measured_times_us(text) == {("gfx950", (4, 1024)): 20.0, ("sm_90", (4, 1024)): 16.0,
                                                ("sm_90", (32, 8192)): 95.1}
     assert measured_on == {"gfx950": "MI355X run", "sm_90": "new run; other cases: H200 run"}
 
-    every_case = {case: (("triton", 16, 4, 1, 1), 1.0) for case in table["sm_90"]}
+    every_case = {case: ("bf16 t16 w4 s1 st1 direct", 1.0) for case in table["sm_90"]}
     harness.write_measured_table(path, "sm_90", every_case, "full run")
     table, measured_on = harness.measured_table(path.read_text())
     assert table["sm_90"] == {case: choice for case, (choice, _) in every_case.items()}
@@ -471,11 +486,11 @@ def test_writing_the_real_submission_round_trips(tmp_path):
     path.write_text(source)
     table, measured_on = harness.measured_table(source)
     times_us = harness.measured_times_us(source)
-    harness.write_measured_table(path, "gfx950", {(4, 1024): (("triton", 64, 4, 8, 1), 12.3)}, "MI355X, today")
+    harness.write_measured_table(path, "gfx950", {(4, 1024): ("bf16 t64 w4 s8 st1 combine", 12.3)}, "MI355X, today")
     text = path.read_text()
     compile(text, "submission.py", "exec")
     new_table, new_on = harness.measured_table(text)
-    assert new_table == {**table, "gfx950": {**table.get("gfx950", {}), (4, 1024): ("triton", 64, 4, 8, 1)}}
+    assert new_table == {**table, "gfx950": {**table.get("gfx950", {}), (4, 1024): "bf16 t64 w4 s8 st1 combine"}}
     assert {arch: on for arch, on in new_on.items() if arch != "gfx950"} == \
         {arch: on for arch, on in measured_on.items() if arch != "gfx950"}
     assert harness.measured_times_us(text) == {**times_us, ("gfx950", (4, 1024)): 12.3}

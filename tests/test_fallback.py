@@ -365,17 +365,17 @@ def test_dispatch_prefers_aiter_for_big_cases_once_the_native_primitives_failed(
     monkeypatch.setattr(sub, "_arch", lambda device: "gfx950")
     cpu = torch.device("cpu")
     choice = sub.choose(256, 8192, cpu)
-    launch = sub.make_launch(*choice[1:])
-    assert choice[0] == "triton" and launch.scores == sub.SCALED_SCORES
-    sub.STATE.failed_variants.add(sub.variants_for("gfx950", "hip", *launch[:2], launch.num_stages, launch.scores,
+    launch = choice
+    assert choice.path == "triton" and launch.scores == sub.SCALED_SCORES
+    sub.STATE.failed_variants.add(sub.variants_for("gfx950", "hip", launch.block_n, launch.num_warps, launch.num_stages, launch.scores,
                                              launch.merge)[0])
     sub.STATE.predictions.clear()
-    launch = sub.make_launch(*sub.choose(256, 8192, cpu)[1:])
+    launch = sub.choose(256, 8192, cpu)
     assert launch.scores == sub.BF16_SCORES
     sub.STATE.failed_variants.add(sub.variants_for("gfx950", "hip", launch.block_n, launch.num_warps, 1, launch.scores,
                                              launch.merge)[0])
-    assert sub.choose(256, 8192, cpu) == ("aiter",)
-    assert sub.choose(4, 1024, cpu)[0] == "triton"
+    assert sub.choose(256, 8192, cpu) == sub.AITER_LAUNCH
+    assert sub.choose(4, 1024, cpu).path == "triton"
 
 
 def test_a_variant_right_on_the_synthetic_input_but_wrong_on_the_real_one_falls_back(sub, monkeypatch):
@@ -526,7 +526,7 @@ def test_the_once_family_order_is_the_gluon_kernel_then_the_scaled_family(sub, m
     monkeypatch.setattr(sub, "gluon_capable", lambda arch: arch == "gfx950")
     fused = sub.variants_for("gfx950", "hip", 128, 4, 1, sub.ONCE_SCORES, sub.MERGE_FUSED)
     assert fused[0] == once[0]._replace(merge=sub.MERGE_FUSED, wave_fences=True) and fused[1:] == once
-    assert sub.make_launch(128, 4, 4, 1, sub.ONCE_SCORES, sub.MERGE_FUSED).merge == sub.MERGE_FUSED
+    assert sub.Launch(128, 4, 4, 1, sub.ONCE_SCORES, sub.MERGE_FUSED).merge == sub.MERGE_FUSED
 
 
 def test_gluon_capable_needs_gluon_and_gfx950(sub, monkeypatch):
@@ -542,7 +542,7 @@ def test_the_gluon_kernel_failing_to_build_falls_back_to_the_scaled_family(sub, 
     is one warning, and the SCALED family's first form runs the same call, right."""
     as_gfx950(sub, monkeypatch)
     monkeypatch.setattr(sub, "_gluon_split_kernel", _GluonBuildFails())
-    monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(2, 300): ("triton", 128, 4, 2, 1, sub.ONCE_SCORES)})
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(2, 300): "once t128 w4 s2 st1 combine"})
     data = ref.generate_input(2, 1, 300, seed=57)
     with pytest.warns(RuntimeWarning, match="kernel variant failed.*Gluon kernel.*forced Gluon build failure"):
         out = sub.custom_kernel(data)
@@ -562,7 +562,7 @@ def test_a_call_the_gluon_kernel_cannot_read_runs_the_next_variant_checked(sub, 
     SCALED family, checked on it, right."""
     as_gfx950(sub, monkeypatch)
     monkeypatch.setattr(sub, "_launch_gluon", once_twin.launch)
-    monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(2, 70): ("triton", 128, 4, 1, 1, sub.ONCE_SCORES)})
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(2, 70): "once t128 w4 s1 st1 direct"})
     padded = ref.generate_input(2, 1, 70, seed=58)
     trimmed = ref.generate_input(2, 1, 70, seed=58, scale_layout="trimmed")
     for data, problem in ((padded, None), (trimmed, "scale rows of 18 bytes")):

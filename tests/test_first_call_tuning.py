@@ -2,6 +2,7 @@
 ranking, the budgets, failing candidates never picked, the measured table first, MLA_TUNE,
 and the report. The real timer runs on a GPU in tests/test_kernel.py-style GPU runs and in
 `eval.py benchmark` (docs/design.md: first-call tuning)."""
+import dataclasses
 import pytest
 import torch
 
@@ -65,7 +66,8 @@ def simulate_mi355x(sub, monkeypatch, aiter=True):
 
 
 def launch_of(sub, choice):
-    return sub.make_launch(*choice[1:])
+    assert isinstance(choice, sub.Launch), choice
+    return choice
 
 
 def test_ranking_starts_with_the_prediction_and_stays_near_it(sub, monkeypatch):
@@ -76,8 +78,8 @@ def test_ranking_starts_with_the_prediction_and_stays_near_it(sub, monkeypatch):
     predicted = sub.predicted_choice(64, 8192, CPU, sub._num_sms(CPU))
     assert ranked[0] == predicted and len(ranked) == len(set(ranked))
     assert launch_of(sub, predicted).scores == sub.SCALED_SCORES
-    assert ranked[1] == ("triton", *sub.default_launch(64, 8192, sub._num_sms(CPU)))
-    assert all(c[0] == "triton" for c in ranked)  # no aiter on this machine
+    assert ranked[1] == sub.default_launch(64, 8192, sub._num_sms(CPU))
+    assert all(c.path == "triton" for c in ranked)  # no aiter on this machine
     monkeypatch.setattr(sub, "_arch", lambda device: "sm_90")
     ranked = sub.ranked_candidates(64, 8192, CPU)
     groups = sub.candidate_groups(64, 8192, CPU)
@@ -99,29 +101,29 @@ def test_on_gfx950_every_family_and_merge_is_a_candidate(sub, monkeypatch, case)
     ranked = sub.ranked_candidates(batch, kv_len, CPU)
     predicted = launch_of(sub, ranked[0])
     assert predicted == sub.scaled_launch(batch, kv_len, 256)
-    launches = [launch_of(sub, c) for c in ranked if c[0] == "triton"]
+    launches = [launch_of(sub, c) for c in ranked if c.path == "triton"]
     scaled = {(l.block_n, l.num_warps, l.num_stages, l.num_splits) for l in launches if l.scores == sub.SCALED_SCORES}
     tiles = triton_cdiv(kv_len, predicted.block_n)
     for splits in (predicted.num_splits // 2, predicted.num_splits * 2):
         if 1 <= splits <= tiles:
-            assert predicted[:2] + (predicted.num_stages, splits) in scaled, splits
+            assert (predicted.block_n, predicted.num_warps, predicted.num_stages, splits) in scaled, splits
     if batch * triton_cdiv(kv_len, 128) < 2 * 256:
         assert {(64, 4, 2), (64, 4, 1)} <= {l[:3] for l in scaled}
     if batch >= 256:
         assert any(l.merge == sub.MERGE_DIRECT and l.scores == sub.SCALED_SCORES for l in launches)
     assert sum(l.scores == sub.BF16_SCORES for l in launches) == 1
-    assert ("aiter",) in ranked
+    assert sub.AITER_LAUNCH in ranked
     once_launch = sub.once_launch(batch, kv_len, 256)
-    once = ("triton", *once_launch)
+    once = once_launch
     assert (once in ranked) == sub.gluon_capable("gfx950")
     with monkeypatch.context() as without_gluon:  # a Triton without Gluon: no ONCE candidate
         without_gluon.setattr(sub, "gl", None)
         assert not any(launch_of(sub, c).scores == sub.ONCE_SCORES
-                       for c in sub.ranked_candidates(batch, kv_len, CPU) if c[0] == "triton")
-    fused = [("triton", *launch._replace(merge=sub.MERGE_FUSED)) for launch in (predicted, once_launch)
+                       for c in sub.ranked_candidates(batch, kv_len, CPU) if c.path == "triton")
+    fused = [dataclasses.replace(launch, merge=sub.MERGE_FUSED) for launch in (predicted, once_launch)
              if launch.num_splits > 1 and (launch is predicted or sub.gluon_capable("gfx950"))]
     assert all(choice in ranked for choice in fused)  # right on AMD since issue 24
-    assert any(launch_of(sub, c).merge == sub.MERGE_FUSED for c in ranked if c[0] == "triton") == bool(fused)
+    assert any(launch_of(sub, c).merge == sub.MERGE_FUSED for c in ranked if c.path == "triton") == bool(fused)
 
 
 def triton_cdiv(a, b):
@@ -150,7 +152,7 @@ def test_a_candidate_that_fails_is_never_picked_and_is_reported(sub):
     pick = sub.tune_first_call(4, 1024, CPU, run_choice, clock=clock, timer=timer)
     assert pick == ranked[0] and pick != broken
     report = sub.tuning_report()
-    assert f"failed {sub.describe_choice(broken)}: NoVariantError: fake: build error at line 3" in report
+    assert f"failed {broken}: NoVariantError: fake: build error at line 3" in report
 
 
 def test_aiter_failing_in_any_way_is_a_failed_candidate(sub, monkeypatch):
@@ -160,12 +162,12 @@ def test_aiter_failing_in_any_way_is_a_failed_candidate(sub, monkeypatch):
     monkeypatch.setattr(sub.STATE, "aiter", {"fake": True})
     clock = FakeClock()
     ranked = sub.ranked_candidates(256, 8192, CPU)
-    assert ("aiter",) in ranked
+    assert sub.AITER_LAUNCH in ranked
     run_choice, timer = fake_world(sub, lambda c: 10.0 + ranked.index(c) if c in ranked else 30.0, clock)
     case = {}
 
     def aiter_breaks_on_the_second_case(choice):
-        if choice == ("aiter",) and case["now"] == (256, 8192):
+        if choice == sub.AITER_LAUNCH and case["now"] == (256, 8192):
             raise TypeError("mla_decode_fwd() got an unexpected keyword argument 'intra_batch_mode'")
         run_choice(choice)
     for case["now"] in ((4, 1024), (256, 8192)):
@@ -183,7 +185,7 @@ def test_aiters_first_run_failing_turns_it_off_for_the_process(sub, monkeypatch)
     run_choice, timer = fake_world(sub, lambda c: 10.0 + ranked.index(c), clock)
 
     def aiter_breaks(choice):
-        if choice == ("aiter",):
+        if choice == sub.AITER_LAUNCH:
             raise TypeError("mla_decode_fwd() got an unexpected keyword argument 'intra_batch_mode'")
         run_choice(choice)
     with pytest.warns(RuntimeWarning, match="aiter failed .*every case runs on Triton from now on"):
@@ -249,10 +251,10 @@ def test_each_of_the_eight_cases_is_tuned_and_past_them_the_total_decides(sub, m
 
 def test_the_measured_table_wins_and_mla_tune_0_turns_it_off(sub, monkeypatch):
     monkeypatch.setenv("MLA_TUNE", "1")
-    monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(4, 1024): ("triton", 32, 4, 2, 1)})
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, "gfx950", {(4, 1024): "bf16 t32 w4 s2 st1 combine"})
     assert not sub._needs_tuning(4, 1024, CPU) and sub._needs_tuning(4, 8192, CPU)
-    sub.STATE.tuned[("gfx950", 4, 1024)] = ("triton", 64, 4, 8, 1, 0)
-    assert sub.choose(4, 1024, CPU) == ("triton", 32, 4, 2, 1, 0, sub.MERGE_COMBINE)
+    sub.STATE.tuned[("gfx950", 4, 1024)] = sub.Launch(64, 4, 8, 1, 0)
+    assert sub.choose(4, 1024, CPU) == sub.Launch(32, 4, 2, 1, 0, sub.MERGE_COMBINE)
     gpu = torch.device("cuda")  # a device object only: nothing runs on it
     monkeypatch.delenv("MLA_TUNE")
     assert sub._needs_tuning(4, 8192, gpu) and not sub._needs_tuning(4, 8192, CPU)  # default: GPUs only
@@ -274,9 +276,9 @@ def test_the_report_says_what_was_tried(sub):
     assert f"triton {sub.__dict__['triton'].__version__}" in report[0]
     assert any("variant failed: bf16 family, gfx950 conversion" in line for line in report)
     case = next(line for line in report if line.startswith("  case (4, 1024)"))
-    assert case == f"  case (4, 1024): pick {sub.describe_choice(ranked[0])}, 10.0 us"
+    assert case == f"  case (4, 1024): pick {ranked[0]}, 10.0 us"
     assert any(line.startswith("    candidates, mean us (runs): ") and "10.0 (" in line for line in report)
-    assert any(line.startswith(f"    failed {sub.describe_choice(ranked[2])}") for line in report)
+    assert any(line.startswith(f"    failed {ranked[2]}") for line in report)
     assert any(line.startswith("    builds and first runs") for line in report)
     assert any(line.startswith("    kernels of the pick, us each (host clock, interpreter): ") for line in report)
     spent = next(i for i, line in enumerate(report) if line.startswith("  spent: timed runs"))
@@ -322,7 +324,7 @@ def test_the_report_ends_with_a_block_that_carries_the_picks(sub):
         run_choice, timer = fake_world(sub, lambda c, ranked=ranked: 10.0 + ranked.index(c), clock)
         sub.tune_first_call(*case, CPU, run_choice, clock=clock, timer=timer)
     table, provenance = block_of(sub.tuning_report())
-    assert table == {"gfx950": {case["case"]: case["pick"] for case in sub.STATE.tune_log["cases"]}}
+    assert table == {"gfx950": {case["case"]: str(case["pick"]) for case in sub.STATE.tune_log["cases"]}}
     assert provenance["gfx950"].endswith(f"first-call tuning, source {sub.SOURCE_ID}")
     assert sub.tuning_report().count("# 10.0 us") == 2
 
@@ -330,12 +332,12 @@ def test_the_report_ends_with_a_block_that_carries_the_picks(sub):
 def test_a_gfx950_report_tells_a_scaled_from_a_bf16_candidate_of_the_same_tile(sub):
     """Same tile, warps, splits and stages in both families: the report names the family
     (and the merge), so the two never read alike."""
-    scaled = ("triton", 64, 4, 4, 1, sub.SCALED_SCORES)
-    bf16 = ("triton", 64, 4, 4, 1, sub.BF16_SCORES)
-    fused = ("triton", 64, 4, 4, 1, sub.BF16_SCORES, sub.MERGE_FUSED)
-    assert sub.describe_choice(scaled) == "scaled t64 w4 s4 st1 combine"
-    assert sub.describe_choice(bf16) == "bf16 t64 w4 s4 st1 combine"
-    assert sub.describe_choice(fused) == "bf16 t64 w4 s4 st1 fused"
+    scaled = sub.Launch(64, 4, 4, 1, sub.SCALED_SCORES)
+    bf16 = sub.Launch(64, 4, 4, 1, sub.BF16_SCORES)
+    fused = sub.Launch(64, 4, 4, 1, sub.BF16_SCORES, sub.MERGE_FUSED)
+    assert str(scaled) == "scaled t64 w4 s4 st1 combine"
+    assert str(bf16) == "bf16 t64 w4 s4 st1 combine"
+    assert str(fused) == "bf16 t64 w4 s4 st1 fused"
     clock = FakeClock()
     original = sub.ranked_candidates
     sub.ranked_candidates = lambda *args, **kwargs: [scaled, bf16]
@@ -373,7 +375,7 @@ def test_a_case_where_no_candidate_ran_is_tuned_once(sub, monkeypatch):
     assert sub._needs_tuning(4, 1024, CPU)
     assert sub.tune_first_call(4, 1024, CPU, run_choice, clock=clock, timer=timer) is None
     assert not sub._needs_tuning(4, 1024, CPU) and sub._needs_tuning(4, 8192, CPU)
-    assert sub.choose(4, 1024, CPU) == ("triton", *sub.make_launch(*sub.predicted_choice(4, 1024, CPU, 4)[1:]))
+    assert sub.choose(4, 1024, CPU) == sub.predicted_choice(4, 1024, CPU, 4)
 
 
 def test_a_candidate_whose_own_form_fell_back_is_dropped_and_reported(sub):
@@ -395,7 +397,7 @@ def test_a_candidate_whose_own_form_fell_back_is_dropped_and_reported(sub):
     pick = sub.tune_first_call(4, 1024, CPU, run, clock=clock, timer=timer)
     assert pick != ranked[1]
     report = sub.tuning_report()
-    assert f"failed {sub.describe_choice(ranked[1])}: its own form failed" in report
+    assert f"failed {ranked[1]}: its own form failed" in report
     assert "check of the first call's output" in report
 
 
@@ -430,13 +432,13 @@ def test_a_cold_runner_tunes_all_eight_cases_with_aiters_build_outside_the_budge
     def run_choice(choice):
         if choice not in built:
             built.add(choice)
-            clock.now += 240.0 if choice == ("aiter",) else BUILD_S
+            clock.now += 240.0 if choice == sub.AITER_LAUNCH else BUILD_S
         run_choice.last = choice
 
     def timer(run, device):
         run()
         clock.now += 0.02  # the runner-style timing of one call: its cache flush
-        return 50.0 if run_choice.last == ("aiter",) else 40.0 + len(run_choice.last)
+        return 50.0 if run_choice.last == sub.AITER_LAUNCH else 47.0
     cases = [(4, 1024), (4, 8192), (32, 1024), (32, 8192), (64, 1024), (64, 8192), (256, 1024), (256, 8192)]
     for batch, kv_len in cases:
         assert sub._needs_tuning(batch, kv_len, CPU)
@@ -446,7 +448,7 @@ def test_a_cold_runner_tunes_all_eight_cases_with_aiters_build_outside_the_budge
     entries = sub.STATE.tune_log["cases"]
     assert [entry["case"] for entry in entries] == cases and all(entry["pick"] for entry in entries)
     assert all(entry["wall_s"] <= sub.TUNE_CASE_WALL_S + BUILD_S for entry in entries)  # one build over at most
-    assert ("aiter",) in [choice for _, choice, _ in entries[0]["tried"]]  # timed once built
+    assert sub.AITER_LAUNCH in [choice for _, choice, _ in entries[0]["tried"]]  # timed once built
     assert any(entry["skipped"] for entry in entries)  # 8 s builds: not every candidate fits 40 s
     report = sub.tuning_report()
     assert "  aiter build (its first run: JIT modules; outside the tuning budgets): 240.0 s" in report.splitlines()
@@ -492,8 +494,8 @@ def test_a_once_candidate_whose_gluon_kernel_fails_to_build_is_reported_and_not_
                 raise sub.triton.errors.TritonError("forced Gluon build failure")
             return launch
     monkeypatch.setattr(sub, "_gluon_split_kernel", BuildFails())
-    once = ("triton", *sub.once_launch(2, 300, sub._num_sms(CPU)))
-    other = ("triton", 128, 8, 2, 2, sub.SCALED_SCORES)
+    once = sub.once_launch(2, 300, sub._num_sms(CPU))
+    other = sub.Launch(128, 8, 2, 2, sub.SCALED_SCORES)
     monkeypatch.setattr(sub, "ranked_candidates", lambda *args, **kwargs: [once, other])
     data = ref.generate_input(2, 1, 300, seed=59)
     with pytest.warns(RuntimeWarning, match="kernel variant failed.*Gluon kernel"):

@@ -71,7 +71,7 @@ def test_a_variant_is_proven_by_every_run_of_it_right():
 def test_the_fingerprint_follows_kernels_and_the_constants_they_name(sub, monkeypatch):
     from gfx950 import matrix
     before = matrix.kernels_fingerprint(sub)
-    monkeypatch.setattr(sub, "describe_choice", lambda choice: "host code")
+    monkeypatch.setattr(sub, "predicted_choice", lambda *args: "host code")
     assert matrix.kernels_fingerprint(sub) == before
     monkeypatch.setattr(sub, "GL_SCALE_WORDS", sub.GL_SCALE_WORDS + 1)
     assert matrix.kernels_fingerprint(sub) != before
@@ -199,7 +199,7 @@ def test_a_call_runs_as_on_the_mi355x(sub, fresh_plans):
     data = ref.generate_input(2, 1, 300, 3, device=torch.device("cpu"))
     out = fresh_plans.custom_kernel(data)
     choice = fresh_plans.choose(2, 300, torch.device("cpu"))
-    launch = fresh_plans.make_launch(*choice[1:])
+    launch = choice
     variant = fresh_plans.launch_variants(launch, torch.device("cpu"))[0]
     assert [v for v, what, _, verdict in fresh_plans.STATE.check_log[-2:]] == [variant, variant]
     assert all(verdict is None for *_, verdict in fresh_plans.STATE.check_log[-2:])
@@ -289,3 +289,11 @@ def test_the_gluon_second_pass_at_its_threshold(sub, variants):
     below, above = sorted(executed)
     assert 0.9 * sub.ONCE_OVERFLOW_LOG2 < below < sub.ONCE_OVERFLOW_LOG2 < above < 1.1 * sub.ONCE_OVERFLOW_LOG2
     assert executed[above] > 1.25 * executed[below], executed   # the second pass: every tile again (+38%)
+
+
+def test_a_module_without_the_dispatch_hooks_is_refused_by_name():
+    """tools/gfx950/dispatch.py makes a module dispatch as on the MI355X through its _arch, _platform, _num_sms and
+    STATE: a module that lacks one (a renamed hook) fails loudly, never runs with its own dispatch."""
+    import types
+    with pytest.raises(AttributeError, match="lacks _num_sms, STATE: it cannot be made to dispatch as on the MI355X"):
+        dispatch._as_mi355x(types.SimpleNamespace(__name__="fork", _arch=None, _platform=None))

@@ -8,7 +8,6 @@ several (test, benchmark, leaderboard runs), each line maybe behind a prefix. Th
 are written by hand in that format. Every malformed log is one line on stderr, exit 2, and
 the submission untouched. tools/mutations_harness.py lists a deliberate bug for each rule.
 """
-import ast
 import hashlib
 import os
 import shutil
@@ -24,7 +23,7 @@ HEAD, TAIL = "import os\n\n# the dispatch\n", "\n\nPATHS = ('triton', 'aiter')\n
 TARGET_BLOCK = f"""{harness.TABLE_BEGIN}
 MEASURED_DISPATCH = {{
     'sm_90': {{
-        (4, 1024): ('triton', 64, 4, 16, 2),  # 17.5 us
+        (4, 1024): 'bf16 t64 w4 s16 st2 combine',  # 17.5 us
     }},
 }}
 MEASURED_ON = {{
@@ -44,9 +43,9 @@ def report(entries, day=1, sid=TARGET_ID, arch="gfx950", prefix=""):
     return "\n".join(prefix + line for line in lines) + "\n"
 
 
-FIRST = "(4, 1024): ('triton', 128, 8, 4, 2, 1),  # 12.3 us"
-SECOND = ["(4, 1024): ('triton', 64, 4, 8, 1),  # 10.0 us", "(256, 8192): ('aiter',),  # 301.0 us"]
-OTHER_PROCESS = "(32, 1024): ('triton', 128, 8, 2, 2, 1, 0),"
+FIRST = "(4, 1024): 'scaled t128 w8 s4 st2 combine',  # 12.3 us"
+SECOND = ["(4, 1024): 'bf16 t64 w4 s8 st1 combine',  # 10.0 us", "(256, 8192): 'aiter',  # 301.0 us"]
+OTHER_PROCESS = "(32, 1024): 'scaled t128 w8 s2 st2 fused',"
 # a test run's report behind a timestamp and "stderr: ", its second case's report plain,
 # then a later process's (a benchmark run), with other lines around
 LOG = ("Submitting to amd-mixed-mla on MI355X...\n"
@@ -84,7 +83,7 @@ def ingest_main(capsys, monkeypatch, *args):
 
 def test_source_id_hashes_the_file_without_its_block():
     assert harness.source_id(TARGET) == TARGET_ID
-    other_block = TARGET.replace("('triton', 64, 4, 16, 2)", "('aiter',)")
+    other_block = TARGET.replace("'bf16 t64 w4 s16 st2 combine'", "'aiter'")
     assert harness.source_id(other_block) == TARGET_ID
     assert harness.source_id(TARGET.replace("# the dispatch", "# The dispatch")) != TARGET_ID
     assert harness.source_id("no markers") == hashlib.sha256(b"no markers").hexdigest()[:12]
@@ -116,9 +115,9 @@ def test_every_block_is_merged_in_order(tmp_path, target, capsys, monkeypatch):
     text = target.read_text()
     assert text.startswith(HEAD + harness.TABLE_BEGIN) and text.endswith(harness.TABLE_END + TAIL)
     table, measured_on = harness.measured_table(text)
-    assert table == {"gfx950": {(4, 1024): ("triton", 64, 4, 8, 1), (256, 8192): ("aiter",),
-                                (32, 1024): ("triton", 128, 8, 2, 2, 1, 0)},
-                     "sm_90": {(4, 1024): ("triton", 64, 4, 16, 2)}}
+    assert table == {"gfx950": {(4, 1024): "bf16 t64 w4 s8 st1 combine", (256, 8192): "aiter",
+                                (32, 1024): "scaled t128 w8 s2 st2 fused"},
+                     "sm_90": {(4, 1024): "bf16 t64 w4 s16 st2 combine"}}
     assert harness.measured_times_us(text) == {("gfx950", (4, 1024)): 10.0, ("gfx950", (256, 8192)): 301.0,
                                                ("sm_90", (4, 1024)): 17.5}
     ingested = "; ingested from log.txt"
@@ -141,11 +140,11 @@ def test_ingesting_the_same_log_twice_changes_nothing(tmp_path, target, capsys, 
 
 
 def test_arch_keeps_only_that_architectures_entries(tmp_path, target, capsys, monkeypatch):
-    log = LOG + report(["(8, 64): ('triton', 32, 4, 1, 1),"], arch="sm_100")
+    log = LOG + report(["(8, 64): 'bf16 t32 w4 s1 st1 direct',"], arch="sm_100")
     code, _, err = ingest_main(capsys, monkeypatch, write_log(tmp_path, log), target, "--arch", "sm_100")
     assert code == 0, err
     table, measured_on = harness.measured_table(target.read_text())
-    assert set(table) == {"sm_90", "sm_100"} and table["sm_100"] == {(8, 64): ("triton", 32, 4, 1, 1)}
+    assert set(table) == {"sm_90", "sm_100"} and table["sm_100"] == {(8, 64): "bf16 t32 w4 s1 st1 direct"}
 
 
 def test_the_real_submission_takes_an_ingested_block(tmp_path, capsys, monkeypatch):
@@ -157,7 +156,7 @@ def test_the_real_submission_takes_an_ingested_block(tmp_path, capsys, monkeypat
     assert code == 0, err
     text = path.read_text()
     compile(text, "submission.py", "exec")
-    assert harness.measured_table(text)[0]["gfx950"] == {(4, 1024): ("triton", 64, 4, 8, 1), (256, 8192): ("aiter",)}
+    assert harness.measured_table(text)[0]["gfx950"] == {(4, 1024): "bf16 t64 w4 s8 st1 combine", (256, 8192): "aiter"}
     outside = lambda t: (t.split(harness.TABLE_BEGIN)[0], t.split(harness.TABLE_END)[1])  # noqa: E731
     assert outside(text) == outside(source)
 
@@ -166,7 +165,7 @@ def test_force_ingests_a_block_of_another_source(tmp_path, target, capsys, monke
     log = write_log(tmp_path, report(SECOND, sid="0123456789ab"))
     code, _, err = ingest_main(capsys, monkeypatch, log, target, "--force")
     assert code == 0, err
-    assert harness.measured_table(target.read_text())[0]["gfx950"][(256, 8192)] == ("aiter",)
+    assert harness.measured_table(target.read_text())[0]["gfx950"][(256, 8192)] == "aiter"
 
 
 # --- the machine probes' block: kept beside the dispatch block --------------------------
@@ -255,14 +254,15 @@ MALFORMED = {
     "does-not-parse": (broken("    },\n}", "    },\n"), [],
                        "log.txt line 1: the MEASURED DISPATCH block does not parse"),
     "no-measured-on": (broken("MEASURED_ON = {", "MEASURED_ONE = {"), [], "has no MEASURED_ON"),
-    "short-triton-choice": (broken("('triton', 64, 4, 8, 1)", "('triton', 64, 4)"), [],
-                            "gfx950 (4, 1024): bad choice ('triton', 64, 4): 'triton' takes 4 to 6 integers"),
-    "bool-in-a-choice": (broken("('triton', 64, 4, 8, 1)", "('triton', 64, 4, 8, True)"), [],
-                         "num_stages must be an integer of at least 1, not True"),
-    "unknown-path": (broken("('aiter',)", "('cuda',)"), [], "the first element must be 'aiter' or 'triton'"),
-    "aiter-with-arguments": (broken("('aiter',)", "('aiter', 32)"), [], "takes nothing after 'aiter'"),
-    "zero-splits": (broken("('triton', 64, 4, 8, 1)", "('triton', 64, 4, 0, 1)"), [],
-                    "num_splits must be an integer of at least 1, not 0"),
+    "short-triton-choice": (broken("'bf16 t64 w4 s8 st1 combine'", "'bf16 t64 w4'"), [],
+                            "gfx950 (4, 1024): bad choice a launch reads 'aiter' or 'FAMILY tTILE wWARPS sSPLITS "
+                            "stSTAGES MERGE' (families bf16, scaled, once; merges direct, combine, fused), not 'bf16 t64 w4'"),
+    "old-tuple-form": (broken("'bf16 t64 w4 s8 st1 combine'", "('triton', 64, 4, 8, 1)"), [],
+                       "bad choice a launch reads 'aiter' or 'FAMILY tTILE wWARPS sSPLITS stSTAGES MERGE'"),
+    "unknown-path": (broken("'aiter'", "'cuda'"), [], "), not 'cuda'"),
+    "aiter-with-arguments": (broken("'aiter'", "'aiter t32'"), [], "), not 'aiter t32'"),
+    "zero-splits": (broken("'bf16 t64 w4 s8 st1 combine'", "'bf16 t64 w4 s0 st1 combine'"), [],
+                    "with powers of two for the first three; got Launch(block_n=64, num_warps=4, num_splits=0"),
     "bad-case-key": (broken("(256, 8192)", "('256', 8192)"), [], "is not (batch, kv_len) of integers >= 1"),
     "no-entry-for-arch": (report(SECOND), ["--arch", "gfx942"],
                           "no entry for --arch gfx942 in the 1 report block(s) of log.txt (they hold: gfx950)"),
@@ -338,4 +338,4 @@ def test_a_reported_choice_ingested_is_used_next_time(tmp_path):
     picked = subprocess.run([sys.executable, "-c", "import torch, submission; "
                              "print(submission.choose(2, 17, torch.device('cpu')))"],
                             cwd=runs["reuse"], env=env, capture_output=True, text=True, timeout=120)
-    assert ast.literal_eval(picked.stdout.strip())[:len(choice)] == choice, picked.stdout + picked.stderr
+    assert picked.stdout.strip() == choice, picked.stdout + picked.stderr

@@ -68,7 +68,7 @@ def expected_phases(tiles, merge):
     return phases
 
 
-# (batch, kv_len, choice fields past "triton", as gfx950): BF16 dispatched on the CPU (COMBINE),
+# (batch, kv_len, Launch fields, as gfx950): BF16 dispatched on the CPU (COMBINE),
 # DIRECT, SCALED FUSED with the first tile early, SCALED COMBINE in the loop only, and the
 # MI355X's own form (native conversion, FUSED with fences in every wave), asm emulated
 CASES = {
@@ -99,7 +99,7 @@ def test_the_copy_probes_the_variant_that_runs_with_the_same_outputs(case, copy,
             monkeypatch.setattr(module, "_arch", lambda device: "gfx950")
             monkeypatch.setattr(module, "_platform", lambda device: "hip")
     q, kv_data, qo_indptr, kv_indptr, config = reference.generate_input(batch, 1, kv_len, 2024)
-    choice = sub.choose(batch, kv_len, q.device) if fields is None else ("triton", *fields)
+    choice = sub.choose(batch, kv_len, q.device) if fields is None else sub.Launch(*fields)
 
     def call(module):
         return module._run_choice(choice, q, kv_data, qo_indptr, kv_indptr, batch, config["sm_scale"])

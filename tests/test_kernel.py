@@ -197,7 +197,7 @@ def test_tile_shapes_agree(fresh_plans, monkeypatch):
     arch = fresh_plans._arch(data[0].device)
     outs = []
     for block_n in (SMALL_BLOCK_N, 64):
-        monkeypatch.setitem(fresh_plans.MEASURED_DISPATCH, arch, {(2, 150): ("triton", block_n, 4, 2, 1)})
+        monkeypatch.setitem(fresh_plans.MEASURED_DISPATCH, arch, {(2, 150): f"bf16 t{block_n} w4 s2 st1 combine"})
         fresh_plans.STATE.plans.clear()
         outs.append(fresh_plans.custom_kernel(data).float())
     assert torch.allclose(outs[1], outs[0], atol=4e-3, rtol=1e-2)
@@ -234,7 +234,7 @@ def num_splits(request, fresh_plans, monkeypatch):
     """Run the test's (3, 40) case in one split (output written by the split kernel) and in
     four (two of them empty: the combine kernel merges)."""
     arch = fresh_plans._arch(_device())
-    monkeypatch.setitem(fresh_plans.MEASURED_DISPATCH, arch, {(3, 40): ("triton", SMALL_BLOCK_N, 4, request.param, 1)})
+    monkeypatch.setitem(fresh_plans.MEASURED_DISPATCH, arch, {(3, 40): str(fresh_plans.Launch(SMALL_BLOCK_N, 4, request.param))})
     return request.param
 
 

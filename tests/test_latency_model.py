@@ -80,9 +80,9 @@ def test_a_gfx950_log_puts_every_candidate_beside_its_predictions(sub, tmp_path,
     families = set()
     for case, entry in zip(CASES, sub.STATE.tune_log["cases"]):
         rows = {row["candidate"]: row for row in report["cases"][CASES.index(case)]["candidates"]}
-        assert list(rows) == [sub.describe_choice(choice) for _, choice, _ in entry["tried"]]
+        assert list(rows) == [str(choice) for _, choice, _ in entry["tried"]]
         assert [row["measured_us"] for row in rows.values()] == [round(us, 1) for us, _, _ in entry["tried"]]
-        assert rows[sub.describe_choice(entry["pick"])]["pick"]
+        assert rows[str(entry["pick"])]["pick"]
         for name, row in rows.items():
             if name == "aiter":
                 assert "aiter's own kernels" in row["no_prediction"]
@@ -91,7 +91,7 @@ def test_a_gfx950_log_puts_every_candidate_beside_its_predictions(sub, tmp_path,
             families.add(name.split()[0])
         case_out = report["cases"][CASES.index(case)]
         errors = [row["error"]["measured"] for row in rows.values() if "error" in row]
-        assert case_out["pick_error"] == rows[sub.describe_choice(entry["pick"])]["error"]
+        assert case_out["pick_error"] == rows[str(entry["pick"])]["error"]
         assert case_out["worst"]["error"]["measured"] == max(errors, key=abs)
     assert families == {"scaled", "bf16", "once"}
     assert "the model's error per case" in out and "no prediction: aiter's own kernels" in out
@@ -158,10 +158,10 @@ def test_each_candidate_is_predicted_from_the_build_of_its_own_first_form(sub, m
     with compile_report._dispatching_as(target):
         for case in CASES:
             for choice in sub.ranked_candidates(*case, CPU):
-                if choice[0] == "aiter":
+                if choice == sub.AITER_LAUNCH:
                     continue
                 fields, build = latency_model.candidate_build(REPORT_ROWS, target, *case, choice)
-                launch = sub.make_launch(*choice[1:])
+                launch = choice
                 assert fields is not None, (target, case, choice, build)
                 assert (build["BLOCK_N"], build["num_warps"], build["num_stages"], build["MERGE"]) == \
                     (launch.block_n, launch.num_warps, launch.num_stages, launch.merge), (choice, build)
@@ -282,8 +282,7 @@ def test_every_candidate_description_reads_back_as_its_choice(sub, monkeypatch):
     simulate_mi355x(sub, monkeypatch)
     for case in CASES:
         for choice in sub.ranked_candidates(*case, CPU):
-            launch = choice if choice[0] == "aiter" else ("triton", *sub.make_launch(*choice[1:]))
-            assert latency_model.choice_from_description(sub.describe_choice(choice)) == launch
+            assert latency_model.choice_from_description(str(choice)) == choice
     assert latency_model.choice_from_description("scaled t128 w8 s4 combine") is None
 
 

@@ -31,7 +31,7 @@ def merge(request, fresh_plans):
 
 def use_launch(sub, monkeypatch, case, block_n, splits, family, merge):
     arch = sub._arch(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
-    monkeypatch.setitem(sub.MEASURED_DISPATCH, arch, {case: ("triton", block_n, 4, splits, 1, family, merge)})
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, arch, {case: str(sub.Launch(block_n, 4, splits, 1, family, merge))})
 
 
 def expected(sub, family, data):

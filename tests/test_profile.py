@@ -174,7 +174,7 @@ def test_phase_probe_on_cpu_probes_the_dispatched_variant_and_writes_the_records
     record, = phase_probe.main(["--cases", "2x100", "--runs", "1", "--json", str(out)])
     assert json.loads(out.read_text()) == [json.loads(json.dumps(record))]
     choice = fresh_plans.choose(2, 100, torch.device("cpu"))  # one split of two 64-token tiles: DIRECT
-    assert record["choice"] == list(choice) and choice[1:4] == (64, 4, 1)
+    assert record["choice"] == str(choice) and (choice.block_n, choice.num_warps, choice.num_splits) == (64, 4, 1)
     assert record["probed_kernel"] == "_bf16_split_kernel" and record["clock"] == "amd"
     plan, = fresh_plans.STATE.plans.values()
     assert record["variant_fields"] == plan.variant._asdict() and "plain_variant" not in record

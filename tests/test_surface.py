@@ -30,9 +30,9 @@ import submission  # noqa: E402
 
 # Every name of submission.py that eval.py, tools/*.py and tests/*.py use: public, then private.
 SURFACE = frozenset("""
-AITER_COMMIT BF16_SCORES COMBINE_DIMS_SPLIT COMBINE_MAX_CHUNK CONVERT_NAMES COPY_BLOCK E2M1_VALUES
+AITER_COMMIT AITER_LAUNCH BF16_SCORES COMBINE_DIMS_SPLIT COMBINE_MAX_CHUNK CONVERT_NAMES COPY_BLOCK E2M1_VALUES
 EMULATOR_PROVEN FAMILY_NAMES FUSED_MERGE_PASS GFX950 GLUON_ERROR GL_BLOCK_N GL_NUM_WARPS
-GL_SCALE_WORDS KernelLaunchError LOG2E LOG2_SHIFT MACHINE_BEGIN MACHINE_END MAX_PLANS
+GL_SCALE_WORDS KernelLaunchError LOG2E Launch LOG2_SHIFT MACHINE_BEGIN MACHINE_END MAX_PLANS
 MEASURED_DISPATCH MEASURED_ON MERGE_COMBINE MERGE_DIRECT MERGE_FUSED MERGE_NAMES NATIVE_CONVERT
 NUM_HEADS NUM_HEADS_C NoVariantError ONCE_FALLBACK_TILE ONCE_GROUPS ONCE_GROUPS_C ONCE_OVERFLOW_LOG2
 ONCE_OVERFLOW_LOG2_C ONCE_SCORES PACKED_ROW_BYTES PIN_BY_PLATFORM PLAIN_BLOCK_N PORTABLE
@@ -40,9 +40,9 @@ PREDICTED_US PROBE_BUDGET_S PROBE_RUNS ProbeSizes Q8_AMAX_FLOOR Q8_PARTIALS_BLOC
 ROPE_PAD_BYTES_C SCALED_NATIVE SCALED_SCORES SCALE_COLS SOURCE_ID STATE TABLE_BEGIN TABLE_END
 TUNE_CASES TUNE_CASE_TIMING_S TUNE_CASE_WALL_S TUNE_ROUNDS TUNE_TOTAL_WALL_S V_DIM_C V_HEAD_DIM
 Variant aiter_commit_found candidate_groups check_output check_sample choose combine_dims
-custom_kernel default_launch describe_choice error_summary fresh_tune_log fused_merge_constants gl
+custom_kernel default_launch error_summary fresh_tune_log fused_merge_constants gl
 gluon gluon_capable gluon_layout_problem input_key kernel_times_us launch_variants machine_block
-machine_lines machine_probes make_launch make_scratch measure_machine once_launch predicted_choice
+machine_lines machine_probes make_scratch measure_machine once_launch predicted_choice
 q8_edge_case q8_launches quantize_q_fp8 quantize_q_reference ranked_candidates scaled_launch
 self_check source_id time_call_us tl torch triton tune_first_call tuning_report variants_for
 _AiterPlan _TritonPlan _arch _attention _bf16_bits _bf16_halves _bf16_split_kernel _chase_chain

@@ -35,10 +35,9 @@ import triton  # noqa: E402
 sub = report.sub
 
 
-def binaries(choice, batch):
+def binaries(launch, batch):
     """(key, build) of the binaries one Triton candidate's first variant launches: build() makes
     the compile report's row (the Gluon kernel's for the ONCE family's Gluon form)."""
-    launch = sub.make_launch(*choice[1:])
     variant = sub.variants_for("gfx950", "hip", launch.block_n, launch.num_warps, launch.num_stages, launch.scores,
                                launch.merge)[0]
     if variant.gluon:
@@ -63,7 +62,7 @@ def main():
         for batch, kv_len in report.LEADERBOARD_CASES:
             seconds, count, longest = 0.0, 0, 0.0
             for choice in sub.ranked_candidates(batch, kv_len, torch.device("cpu")):
-                if choice[0] != "triton":
+                if choice.path != "triton":
                     continue
                 for key, build in binaries(choice, batch):
                     if key in built:

@@ -84,8 +84,8 @@ def build_specs():
             add(target, *variant)
         with report._dispatching_as(target):  # every candidate's whole fallback order, its combine forms too
             choices = {choice for case in report.LEADERBOARD_CASES
-                       for choice in sub.ranked_candidates(*case, sub.torch.device("cpu")) if choice[0] == "triton"}
-        for launch in sorted(sub.make_launch(*choice[1:]) for choice in choices):
+                       for choice in sub.ranked_candidates(*case, sub.torch.device("cpu")) if choice.path == "triton"}
+        for launch in sorted(choices):
             for variant in sub.variants_for(arch, platform, launch.block_n, launch.num_warps, launch.num_stages,
                                             launch.scores, launch.merge):
                 if variant.gluon:

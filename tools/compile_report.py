@@ -201,14 +201,14 @@ def _attrs(fn, signature, backend):
 
 
 def dispatched_launches(target_name):
-    """The distinct SplitLaunch values the dispatch picks for the leaderboard cases."""
+    """The distinct Launch values the dispatch picks for the leaderboard cases."""
     _, arch, num_sms, _ = TARGETS[target_name]
     launches = {sub.default_launch(b, n, num_sms) for b, n in LEADERBOARD_CASES}
     if arch in sub.SCALED_NATIVE:
         launches |= {sub.scaled_launch(b, n, num_sms) for b, n in LEADERBOARD_CASES}
     for choice in sub.MEASURED_DISPATCH.get(arch, {}).values():
-        if choice[0] == "triton":
-            launches.add(sub.make_launch(*choice[1:]))
+        if choice.path == "triton":
+            launches.add(sub.Launch.parse(choice))
     return sorted(launches)
 
 
@@ -534,7 +534,7 @@ def fused_forms(target_name):
     with _dispatching_as(target_name):
         choices = [c for case in LEADERBOARD_CASES
                    for _, group in sub.candidate_groups(*case, sub.torch.device("cpu")) for c in group]
-    launches = [sub.make_launch(*c[1:]) for c in choices if c[0] == "triton"] + dispatched_launches(target_name)
+    launches = [c for c in choices if c.path == "triton"] + dispatched_launches(target_name)
     for launch in launches:
         if launch.num_splits > 1:
             variant = sub.variants_for(arch, platform, launch.block_n, launch.num_warps, launch.num_stages,
@@ -602,8 +602,8 @@ def case_rows(target_name, variant_rows, gluon_rows=()):
     for batch, kv_len in LEADERBOARD_CASES:
         launches = []
         choice = choices[(batch, kv_len)]
-        if choice[0] == "triton":
-            launches.append(("dispatched", sub.make_launch(*choice[1:])))
+        if choice.path == "triton":
+            launches.append(("dispatched", choice))
         if arch in sub.SCALED_NATIVE:
             launches.append(("scaled", sub.scaled_launch(batch, kv_len, units)))
             launches.append(("bf16-default", sub.default_launch(batch, kv_len, units)))
@@ -618,7 +618,7 @@ def case_rows(target_name, variant_rows, gluon_rows=()):
                      and r["num_warps"] == variant.num_warps and r["num_stages"] == variant.num_stages
                      and all(r.get(k) == v for k, v in consts.items())]
             row = {"row": "case", "target": target_name, "triton": triton.__version__, "batch": batch,
-                   "kv_len": kv_len, "role": role, "choice": list(choice) if role == "dispatched" else None,
+                   "kv_len": kv_len, "role": role, "choice": str(choice) if role == "dispatched" else None,
                    "kernel": fn.__name__, "family": sub.FAMILY_NAMES[variant.scores],
                    "convert": sub.CONVERT_NAMES[variant.convert], "BLOCK_N": variant.block_n,
                    "num_warps": variant.num_warps, "num_stages": variant.num_stages, "num_splits": launch.num_splits,
@@ -722,7 +722,7 @@ def _gluon_case_row(batch, kv_len, launch, gluon_rows, role):
     """One case row of the Gluon kernel in `launch` (its merge's build among `gluon_rows`)."""
     built = [r for r in gluon_rows if r["MERGE"] == launch.merge and "error" not in r]
     row = {"row": "case", "target": "gfx950", "triton": triton.__version__, "batch": batch, "kv_len": kv_len,
-           "role": role, "choice": ["triton", *launch], "kernel": "_gluon_split_kernel",
+           "role": role, "choice": str(launch), "kernel": "_gluon_split_kernel",
            "family": sub.FAMILY_NAMES[sub.ONCE_SCORES], "convert": sub.CONVERT_NAMES[sub.GFX950],
            "BLOCK_N": launch.block_n, "num_warps": launch.num_warps, "num_stages": launch.num_stages,
            "num_splits": launch.num_splits, "merge": sub.MERGE_NAMES[launch.merge], "MERGE": launch.merge,
@@ -756,7 +756,7 @@ def candidate_variants(target_name):
     with _dispatching_as(target_name):
         choices = [c for case in LEADERBOARD_CASES for c in sub.ranked_candidates(*case, sub.torch.device("cpu"))]
     found = {}
-    for launch in (sub.make_launch(*choice[1:]) for choice in choices if choice[0] == "triton"):
+    for launch in (choice for choice in choices if choice.path == "triton"):
         variant = sub.variants_for(arch, platform, launch.block_n, launch.num_warps, launch.num_stages, launch.scores,
                                    launch.merge)[0]
         if variant.gluon:
@@ -912,7 +912,7 @@ def print_latency_rows(variants):
 
 # What the full report reads of a submission file: a file without these (a competitor's own) gets
 # the launched-builds report instead.
-REPORT_NEEDS = ("variants_for", "make_launch", "ranked_candidates", "candidate_groups", "q8_launches",
+REPORT_NEEDS = ("variants_for", "Launch", "ranked_candidates", "candidate_groups", "q8_launches",
                 "_scaled_split_kernel", "_bf16_split_kernel", "MERGE_FUSED", "FAMILY_NAMES")
 
 

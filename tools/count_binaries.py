@@ -40,13 +40,13 @@ batch, kv_len, seed, family = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 if family != "dispatched":
     launch = (sub.scaled_launch if family == "scaled" else sub.default_launch)(batch, kv_len, sub._num_sms(device))
-    sub.MEASURED_DISPATCH.setdefault(sub._arch(device), {})[(batch, kv_len)] = ("triton", *launch)
+    sub.MEASURED_DISPATCH.setdefault(sub._arch(device), {})[(batch, kv_len)] = str(launch)
 data = reference.generate_input(batch, 1, kv_len, seed)
 sub.custom_kernel(data)  # the key's first call: planned, checked
 out = sub.custom_kernel(data)  # a timed call: the plan's recorded launches replayed
 plan = sub.STATE.plans[sub.input_key(*data)]
 ok, message = reference.check_implementation(data, out)
-print(json.dumps({"choice": list(sub.choose(batch, kv_len, device)), "ok": ok,
+print(json.dumps({"choice": str(sub.choose(batch, kv_len, device)), "ok": ok,
                   "variant": getattr(getattr(plan, "variant", None), "describe", lambda: None)()}))
 """
 

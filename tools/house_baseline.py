@@ -68,7 +68,7 @@ def candidate_lists():
         sub.gluon_capable, sub.STATE.aiter = (lambda arch: arch == "gfx950"), None
         stack.callback(lambda: setattr(sub, "gluon_capable", saved[0]) or setattr(sub.STATE, "aiter", saved[1]))
         device = sub.torch.device("cpu")
-        return {str(case): [sub.describe_choice(c) for c in sub.ranked_candidates(*case, device)]
+        return {str(case): [str(c) for c in sub.ranked_candidates(*case, device)]
                 for case in compile_report.LEADERBOARD_CASES}
 
 

@@ -34,6 +34,15 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 from common import add_triton_option  # noqa: E402
 
 
+def record_launch(sub, record):
+    """The record's Launch: its literal form, or (probe files from before the Launch record) the tuple
+    ["triton", block_n, num_warps, num_splits, num_stages, family, merge] or ["aiter"]."""
+    choice = record["choice"]
+    if isinstance(choice, str):
+        return sub.Launch.parse(choice)
+    return sub.AITER_LAUNCH if choice[0] == "aiter" else sub.Launch(*choice[1:])
+
+
 def record_variant(sub, record):
     """The probed record's split-kernel Variant: its own fields where phase_probe wrote them,
     else the first variant its choice dispatches (older probe files); None for a form this
@@ -45,7 +54,7 @@ def record_variant(sub, record):
                 or fields.get("pin", 0) != sub.PIN_BY_PLATFORM["cuda"]:
             return None
         return sub.Variant(**{k: v for k, v in fields.items() if k in sub.Variant._fields})
-    launch = sub.make_launch(*record["choice"][1:])
+    launch = record_launch(sub, record)
     return sub.variants_for("sm_90", "cuda", launch.block_n, launch.num_warps, launch.num_stages, launch.scores,
                             launch.merge)[0]
 
@@ -120,7 +129,7 @@ def main(argv=None):
     import submission as sub
     rows, built, retired = [], {}, 0
     for record in json.loads(Path(options.probe).read_text()):
-        if record["choice"][0] != "triton" or not isinstance(record.get("phases"), list):
+        if record_launch(sub, record).path != "triton" or not isinstance(record.get("phases"), list):
             continue
         variant = record_variant(sub, record)
         if variant is None:

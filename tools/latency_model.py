@@ -255,31 +255,22 @@ def geomean(values):
 # ---------------------------------------------------------------------------------------
 
 def choice_from_description(text):
-    """A report's candidate ('scaled t128 w8 s4 st2 combine', 'aiter') -> its dispatch choice,
-    None when the text is neither."""
-    if text.strip() == "aiter":
-        return ("aiter",)
-    families = {name: value for value, name in sub.FAMILY_NAMES.items()}
-    merges = {name: value for value, name in sub.MERGE_NAMES.items()}
-    parts = text.split()
-    if len(parts) != 6 or parts[0] not in families or parts[5] not in merges:
-        return None
+    """A report's candidate ('scaled t128 w8 s4 st2 combine', 'aiter') -> its Launch (submission's
+    Launch.parse), None when the text is neither."""
     try:
-        sizes = [int(part[len(prefix):]) for part, prefix in zip(parts[1:5], ("t", "w", "s", "st"))
-                 if part.startswith(prefix)]
+        return sub.Launch.parse(text.strip())
     except ValueError:
         return None
-    return ("triton", *sizes, families[parts[0]], merges[parts[5]]) if len(sizes) == 4 else None
 
 
 def candidate_build(rows, target, batch, kv_len, choice):
     """(case fields for predict_us, the compile report's row of the build the candidate runs
     first) or (None, why there is no prediction)."""
     import compile_report
-    if choice[0] != "triton":
+    if choice.path != "triton":
         return None, "aiter's own kernels: the model covers the Triton and Gluon split kernels"
     arch, platform = TARGET_ARCH[target]
-    launch = sub.make_launch(*choice[1:])
+    launch = choice
     case = {"batch": batch, "kv_len": kv_len, "BLOCK_N": launch.block_n, "num_splits": launch.num_splits,
             "launches": 2 if launch.merge == sub.MERGE_COMBINE else 1, "MERGE": launch.merge}
     if launch.scores == sub.ONCE_SCORES and target == "gfx950" and \

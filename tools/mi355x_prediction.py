@@ -147,10 +147,10 @@ def candidate_rows(rows, predict_at):
                 for choice in sub.ranked_candidates(*case, sub.torch.device("cpu")):
                     fields, build = model.candidate_build(rows, "gfx950", *case, choice)
                     if fields is None:
-                        raise SystemExit(f"{case} {sub.describe_choice(choice)}: {build}")
+                        raise SystemExit(f"{case} {str(choice)}: {build}")
                     terms = {name: model.call_terms(fields, build, machine, layout, lds)
                              for name, (machine, layout, lds) in predict_at.items()}
-                    found.append({"choice": list(choice), "candidate": sub.describe_choice(choice),
+                    found.append({"choice": str(choice), "candidate": str(choice),
                                   "us": {name: round(t["total_us"], 2) for name, t in terms.items()},
                                   "terms": {k: round(v, 3) for k, v in terms["fitted"].items()}})
                 out[case] = found
@@ -167,11 +167,15 @@ def prediction_block(table):
              "# fitted parameters), fastest first; predicted_choice takes the first whose form EMULATOR_PROVEN holds.",
              "PREDICTED_US = {"]
     for case, found in table.items():
-        ranked = sorted(found, key=lambda row: row["us"]["fitted"])
+        ranked = [f"({row['us']['fitted']:.1f}, {row['choice']!r}),"
+                  for row in sorted(found, key=lambda row: row["us"]["fitted"])]
         lines.append(f"    {case}: (")
-        lines += [f"        ({row['us']['fitted']:.1f}, {tuple(row['choice'])!r})," for row in ranked]
+        lines += ["        " + " ".join(ranked[at:at + PER_LINE]) for at in range(0, len(ranked), PER_LINE)]
         lines.append("    ),")
     return "\n".join(lines + ["}", PREDICTION_END])
+
+
+PER_LINE = 3  # candidates per line of the block
 
 
 def write_submission(block, path=ROOT / "submission.py"):
@@ -191,9 +195,8 @@ def summary(table):
     with compile_report._dispatching_as("gfx950"):
         for case, found in table.items():
             by_name = {r["candidate"]: r for r in found}
-            picks = {"scaled": by_name[sub.describe_choice(("triton", *sub.scaled_launch(*case, 256)))],
-                     "dispatched": by_name[sub.describe_choice(sub.predicted_choice(*case, sub.torch.device("cpu"),
-                                                                                    256))],
+            picks = {"scaled": by_name[str(sub.scaled_launch(*case, 256))],
+                     "dispatched": by_name[str(sub.predicted_choice(*case, sub.torch.device("cpu"), 256))],
                      "fastest": min(found, key=lambda r: r["us"]["fitted"])}
             out["cases"][str(case)] = {key: value for name in columns
                                        for key, value in ((name, picks[name]["candidate"]),

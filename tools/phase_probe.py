@@ -90,10 +90,10 @@ def probe_case(sub, copy, batch, kv_len, seed, runs, choice):
     plan = call(sub)[1]  # builds and checks the plan
     event_us = [sub.time_call_us(lambda: call(sub), device) for _ in range(runs)]
     kernels = kernel_sums_us(sub, lambda: call(sub), device)
-    record = {"batch": batch, "kv_len": kv_len, "choice": list(choice),
+    record = {"batch": batch, "kv_len": kv_len, "choice": str(choice),
               "event_us": statistics.median(event_us), "kernels_us": kernels,
               "kernel_sum_us": sum(kernels.values())}
-    if choice[0] != "triton":
+    if choice.path != "triton":
         record["phases"] = "not probed: aiter"
         return record
     probed_plan = call(copy)[1]  # builds and checks the probed forms (falling back as submission does)

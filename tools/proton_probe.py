@@ -138,7 +138,7 @@ def run_copy(module, label, sub, sub_record, case, runs, out_dir, scratch_dir):
     data = reference.generate_input(batch, 1, kv_len, seed)
     q, kv_data, qo_indptr, kv_indptr, config = data
     device = q.device
-    choice = tuple(sub_record["choice"])
+    choice = sub.Launch.parse(sub_record["choice"])
 
     def call(of):
         return of._run_choice(choice, q, kv_data, qo_indptr, kv_indptr, batch, config["sm_scale"])

@@ -11,8 +11,9 @@ device events around the call): the order of entries rotates each round, so the 
 falls on all of them alike. Prints per case each entry's mean and median us and its ratio to
 the first entry, and writes the rows to --json with device, versions, date and command.
 
-SPEC: 'table' (this file's dispatch for the case), or semicolon-separated tuples such as
-'triton,64,4,16,2,0,2' (the fields of a choice; 'same' in a field copies the table choice's).
+SPEC: 'table' (this file's dispatch for the case), 'aiter', or semicolon-separated launches such as
+'triton,64,4,16,2,0,2' (block_n, num_warps, num_splits, num_stages, family, merge of a Launch; 'same' in a
+field copies the table choice's).
 """
 import argparse
 import datetime
@@ -42,16 +43,18 @@ def load_module(path, name):
 
 
 def parse_choices(spec, table_choice):
-    """SPEC -> choices for one case; 'same' fields copy the table choice's."""
+    """SPEC -> Launches for one case: 'table', 'aiter', or 'triton,' then block_n, num_warps, num_splits,
+    num_stages, family, merge ('same' copies the table choice's field)."""
+    launch_type, names = type(table_choice), ("block_n", "num_warps", "num_splits", "num_stages", "scores", "merge")
     choices = []
     for item in spec.split(";"):
         item = item.strip()
-        if item == "table":
-            choices.append(tuple(table_choice))
+        if item in ("table", "aiter"):
+            choices.append(table_choice if item == "table" else launch_type(path="aiter"))
             continue
-        fields = item.split(",")
-        choice = [fields[0]] + [table_choice[i] if f == "same" else int(f) for i, f in enumerate(fields[1:], 1)]
-        choices.append(tuple(choice))
+        fields = item.split(",")[1:]
+        choices.append(launch_type(**{name: getattr(table_choice, name) if field == "same" else int(field)
+                                      for name, field in zip(names, fields)}))
     return choices
 
 
@@ -73,7 +76,7 @@ def sweep_case(sub, baselines, batch, kv_len, seed, spec, rounds):
     for choice in parse_choices(spec, sub.choose(batch, kv_len, device)):
         def run(choice=choice):
             return sub._run_choice(choice, data[0], data[1], data[2], data[3], batch, data[4]["sm_scale"])
-        entries.append({"name": sub.describe_choice(choice), "choice": list(choice), "run": lambda r=run: r()[0],
+        entries.append({"name": str(choice), "choice": str(choice), "run": lambda r=run: r()[0],
                         "plan": run})
     for baseline in baselines:
         entries.append({"name": "baseline " + baseline.__name__, "choice": None,

@@ -125,10 +125,15 @@ def install(submission=None, **emulate_options):
         _as_mi355x(submission)
 
 
+MI355X_HOOKS = ("_arch", "_platform", "_num_sms", "STATE")  # what _as_mi355x sets or clears in the module
+
+
 def _as_mi355x(sub):
-    for name in ("_arch", "_platform", "_num_sms"):
-        if not hasattr(sub, name):
-            return
+    """Make `sub` (submission.py, or a fork of it) dispatch as on the MI355X; AttributeError naming what it lacks."""
+    missing = [name for name in MI355X_HOOKS if not hasattr(sub, name)]
+    if missing:
+        raise AttributeError(f"{getattr(sub, '__name__', sub)!s} lacks {', '.join(missing)}: it cannot be made to "
+                             f"dispatch as on the MI355X (tools/gfx950/dispatch.py sets them)")
     _INSTALLED.setdefault("module", (sub, {name: getattr(sub, name) for name in ("_arch", "_platform", "_num_sms")}))
     sub._arch = functools.lru_cache(maxsize=None)(lambda device: ARCH)
     sub._platform = lambda device: "hip"

@@ -41,9 +41,9 @@ def mi355x_variants(sub, fallbacks=True):
         choices = [sub.predicted_choice(batch, kv_len, device, dispatch.NUM_CUS)]
         choices += [c for _, group in sub.candidate_groups(batch, kv_len, device) for c in group]
         for choice in choices:
-            if choice[0] != "triton":
+            if choice.path != "triton":
                 continue
-            launch = sub.make_launch(*choice[1:])
+            launch = choice
             forms = sub.launch_variants(launch, device)
             for variant in forms if fallbacks else forms[:1]:
                 found.setdefault(variant, set()).add(launch.num_splits)
@@ -58,8 +58,8 @@ def tuning_forms(sub, batch, kv_len):
     device = torch.device("cpu")
     forms = {}
     for choice in sub.ranked_candidates(batch, kv_len, device):
-        if choice[0] == "triton":
-            launch = sub.make_launch(*choice[1:])
+        if choice.path == "triton":
+            launch = choice
             forms.setdefault((sub.launch_variants(launch, device)[0], launch.num_splits), None)
     return list(forms)
 

@@ -39,7 +39,7 @@ def measure(tools, data_path, batch, kv_len, workgroups, executor):
     sub = mla.mi355x_submission()
     data = torch.load(data_path, weights_only=False)
     device = torch.device("cpu")
-    launch = sub.make_launch(*sub.predicted_choice(batch, kv_len, device, 256)[1:])
+    launch = sub.predicted_choice(batch, kv_len, device, 256)
     variant = next(v for v in sub.launch_variants(launch, device) if v.gluon)
     if workgroups:
         ids = ex.Dispatch.group_ids
