@@ -285,16 +285,17 @@ def test_a_workgroup_past_its_budget_is_a_hang():
         gfx950.run_asm(".Lspin:\n  s_branch .Lspin\n", budget=1000)
 
 
-def test_waves_spinning_together_share_their_workgroups_budget():
+@pytest.mark.parametrize("executor", ["lockstep", "serial"])
+def test_waves_spinning_together_share_their_workgroups_budget(executor):
     """4 waves meeting at a barrier every round stop when their sum passes the budget (a hang ends as soon
-    for 8 waves as for 1), not when each has run it."""
+    for 8 waves as for 1), not when each has run it; under either executor."""
     from gfx950.executor import Dispatch, Kernel, Workgroup
     from gfx950.memory import Memory
     program = asm.parse(".Lspin:\n  s_barrier\n  s_branch .Lspin\n")
     program.descriptor["user_sgpr_kernarg_segment_ptr"] = 1
     memory = Memory()
     base = memory.add_region(np.zeros(64, dtype=np.uint8), "kernel arguments", writable=False)
-    dispatch = Dispatch(Kernel(program, 0, 4), memory, base, b"", (1,), budget=1000)
+    dispatch = Dispatch(Kernel(program, 0, 4), memory, base, b"", (1,), budget=1000, executor=executor)
     groups = []
 
     class Recorded(Workgroup):
