@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -38,7 +40,8 @@ def fill(lengths, max_splits=32):
     return kv_indptr.tolist(), buffers
 
 
-@pytest.mark.parametrize("lengths", [[196], [400, 250], [1000, 197, 5000, 390], [8192] * 3, [300] * 300])
+@pytest.mark.parametrize("lengths", [[196], [400, 250], [1000, 197, 5000, 390], [8192] * 3, [300] * 300,
+                                     [17, 195, 400, 1, 16], [64] * 4])
 def test_partition_covers_every_token_once_with_splits_in_order(lengths):
     kv_indptr, (meta, work_indptr, work_info, reduce_indptr, final_map, partial_map) = fill(lengths)
     works = int(work_indptr[-1])
@@ -60,11 +63,69 @@ def test_partition_covers_every_token_once_with_splits_in_order(lengths):
     assert meta.tolist() == [work_indptr.data_ptr(), work_info.data_ptr()]
 
 
-def test_partition_below_196_tokens_stops_by_name():
-    with pytest.raises(metadata.MetadataDivideByZero, match="196"):
-        fill([400, 195])
-    with pytest.raises(metadata.MetadataDivideByZero, match="sequence 0 has 0 tokens"):
+@pytest.mark.parametrize("tokens", [1, 15, 16, 17, 63, 64, 180, 195])
+def test_partition_below_196_tokens_is_one_split_over_the_sequence(tokens):
+    """aiter's metadata gives these 0 splits and divides by 0 (v1_0_device.cuh:70); gfx950 code
+    divides without trapping (x / 0 = x + 1), which makes the payload the sequence's block count
+    (2 for one block) and the sequence one split over all of it."""
+    kv_indptr, (meta, work_indptr, work_info, reduce_indptr, final_map, partial_map) = fill([400, tokens, 250])
+    rows = work_info[:int(work_indptr[-1])].tolist()
+    assert [row for row in rows if row[0] == 1] == [[1, -1, 1, 2, 400, 400 + tokens, 0, 0]]
+    blocks = -(-tokens // 16)
+    assert metadata.integer_divide_ceil(blocks, 0) == (blocks if blocks > 1 else 2)
+
+
+def test_sdiv32_gfx950_truncates_and_divides_by_zero_as_llvm_expands_it():
+    generator = torch.Generator().manual_seed(3)
+    xs = torch.randint(-2 ** 31, 2 ** 31 - 1, (400,), generator=generator).tolist() + list(range(-40, 41))
+    ys = torch.randint(-2 ** 31, 2 ** 31 - 1, (400,), generator=generator).tolist() + list(range(-40, 41))
+    for x, y in zip(xs, ys):
+        if y and (x, y) != (-2 ** 31, -1):
+            assert metadata.sdiv32_gfx950(x, y) == int(abs(x) // abs(y)) * (1 if (x < 0) == (y < 0) else -1), (x, y)
+    assert [metadata.sdiv32_gfx950(x, 0) for x in (0, 1, 2, 12, 195, -3)] == [2, 2, 3, 13, 196, -4]
+    with pytest.raises(ValueError, match="int32"):
+        metadata.sdiv32_gfx950(2 ** 31, 1)
+
+
+def test_partition_of_an_empty_sequence_stops_by_name():
+    with pytest.raises(metadata.MetadataEmptySequence, match="sequence 0 has 0 tokens"):
         fill([0, 400])
+
+
+# aiter v1_0_device.cuh:64-76 (f3be04a) on one wave: the kernel the test below builds for gfx950
+@triton.jit
+def _v1_0_splits(seqlen_ptr, out_ptr, num_splits, num_splits_per_cu, n, GRANULARITY: tl.constexpr,
+                 BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    seqlen = tl.load(seqlen_ptr + i, mask=i < n, other=1)
+    blocks = (seqlen + GRANULARITY - 1) // GRANULARITY
+    splits = tl.minimum(tl.minimum(seqlen // 196, num_splits_per_cu), num_splits)
+    payload = (blocks + splits - 1) // splits            # ck_tile::integer_divide_ceil: C's int32 division
+    split_local = (blocks + payload - 1) // payload
+    tail = seqlen % (payload * GRANULARITY)
+    tl.store(out_ptr + i * 3, payload, mask=i < n)
+    tl.store(out_ptr + i * 3 + 1, split_local, mask=i < n)
+    tl.store(out_ptr + i * 3 + 2, tail, mask=i < n)
+
+
+@needs_asm
+def test_divide_by_zero_model_is_what_a_gfx950_build_computes():
+    """The v1_0 split arithmetic (get_local_splits, payload, split_local, tail) built for gfx950 by the
+    runner's Triton (whose LLVM expands a division as ROCm's does) and run on the emulator, for every
+    length 1-256: its payload, splits and tail are the model's. Gated with the other aiter checks: it builds
+    a kernel (seconds)."""
+    import gfx950
+
+    lengths = torch.arange(1, 257, dtype=torch.int32)
+    out = torch.full((256, 3), -7, dtype=torch.int32)
+    gfx950.emulate(_v1_0_splits, (1,), lengths, out, 32, 64, 256, GRANULARITY=16, BLOCK=256, num_warps=4)
+    expected = []
+    for tokens in lengths.tolist():
+        blocks = -(-tokens // 16)
+        payload = metadata.integer_divide_ceil(blocks, min(tokens // 196, 64, 32))
+        expected.append([payload, metadata.integer_divide_ceil(blocks, payload), tokens % (payload * 16)])
+    assert out.tolist() == expected
+    assert all(row[1] == 1 for row in expected[:195]), "under 196 tokens: one split"
 
 
 def test_metadata_bad_input():
@@ -109,6 +170,17 @@ def test_decode_object_right_on_small_cases(case):
     _, ratio = run.check(out, *data)
     assert ratio <= 1.0, f"error {ratio:.2f} x the fp8 bound"
     assert {row["kind"] for row in found.rows()} <= set(findings.KINDS)
+
+
+@needs_asm
+@pytest.mark.parametrize("lengths", [(17, 17), (1, 16, 100, 195)], ids=lambda lengths: "x".join(map(str, lengths)))
+def test_persistent_decode_right_below_196_tokens(lengths):
+    from aiter_mla import findings, run
+    found = findings.Findings()
+    launch, out, data, used = run.run_persistent(lengths, 7, found)
+    assert used == [1] * len(lengths)
+    _, ratio = run.check(out, *data)
+    assert ratio <= 1.0, f"error {ratio:.2f} x the fp8 bound"
 
 
 @needs_asm
