@@ -7,6 +7,7 @@ runs right on small cases (several splits, uneven lengths) against float64 atten
 fp8 data, and our glue runs through the stand-in; without it those tests skip with one line.
 docs/aiter_mla_emulated.md says what is assumed.
 """
+import json
 import os
 import subprocess
 import sys
@@ -126,6 +127,32 @@ def test_divide_by_zero_model_is_what_a_gfx950_build_computes():
         expected.append([payload, metadata.integer_divide_ceil(blocks, payload), tokens % (payload * 16)])
     assert out.tolist() == expected
     assert all(row[1] == 1 for row in expected[:195]), "under 196 tokens: one split"
+
+
+def test_the_committed_traces_are_whole_launch_records_with_their_provenance():
+    """results/aiter_mla_trace_b*_kv*.json (tools/aiter_mla/trace.py): (4, 1024) and (32, 1024) at least; each
+    checked right, with device, versions, date and command, a row per workgroup of the persistent grid whose
+    instructions add up to the launch's, the busy ones as many as the partition's work items."""
+    from aiter_mla import trace
+    paths = sorted((ROOT / "results").glob("aiter_mla_trace_b*_kv*.json"))
+    shapes = set()
+    for path in paths:
+        result = json.loads(path.read_text())
+        shape = (result["shape"]["batch"], result["shape"]["kv_len"])
+        shapes.add(shape)
+        assert path.name == f"aiter_mla_trace_b{shape[0]}_kv{shape[1]}.json"
+        assert all(result[key] for key in ("device", "versions", "date", "command", "object_sha256"))
+        assert f"trace.py {shape[0]} {shape[1]}" in result["command"] and result["right"]
+        assert result["error_over_fp8_bound"] <= 1.0
+        record = result["launch_record"]
+        assert record["grid"] == [metadata.CU_COUNT, 1, 1] and len(record["workgroups"]) == metadata.CU_COUNT
+        assert sum(sum(row["wave_instructions"].values()) for row in record["workgroups"]) == record["wave_instructions"]
+        assert trace.summarize(record) == result["summary"]
+        assert result["summary"]["workgroups_with_work"] == min(result["partition"]["work_items"], metadata.CU_COUNT)
+        assert len(result["partition"]["splits_per_sequence"]) == shape[0]
+        assert result["public_mi355x_us"] == trace.PUBLIC_US[shape]
+    assert {(4, 1024), (32, 1024)} <= shapes
+    assert trace.table_rows(paths).count("\n") == len(paths) - 1
 
 
 def test_metadata_bad_input():
