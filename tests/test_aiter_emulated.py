@@ -211,6 +211,18 @@ def test_persistent_decode_right_below_196_tokens(lengths):
 
 
 @needs_asm
+def test_an_aiter_launch_goes_to_the_launch_record(tmp_path, monkeypatch):
+    from aiter_mla import findings, run
+    monkeypatch.setenv("GFX950_RECORD", str(tmp_path / "record.jsonl"))
+    launch, _, _, _ = run.run_persistent((300, 17), 3, findings.Findings())
+    line, = (tmp_path / "record.jsonl").read_text().splitlines()
+    record = json.loads(line)
+    assert record == launch.record and record["wave_instructions"] == launch.instructions
+    assert "mla_a8w8_qh16_qseqlen1_gqaratio16_ps" in record["kernel"] and len(record["workgroups"]) == metadata.CU_COUNT
+    assert sum(bool(row["bytes_written"]) for row in record["workgroups"]) == 2, "one split each: two busy workgroups"
+
+
+@needs_asm
 def test_eval_runs_our_aiter_glue_on_the_emulated_objects(tmp_path):
     cases = tmp_path / "cases.txt"
     cases.write_text("batchsize: 2; qseqlen: 1; kvseqlen: 300; seed: 201\n")
