@@ -176,3 +176,50 @@ def test_the_descriptors_fp16_overflow_sets_mode_at_entry(overflow):
     out = torch.full((64,), -1, dtype=torch.int32)
     gfx950.run_asm(text, [out])
     assert (out.numpy() & 0xFF).tolist() == [0x7E if overflow else 0x7F] * 64
+
+
+# The routine scalar and integer forms aiter's decode objects use and no corpus kernel runs (results/
+# aiter_mla_forms.json): each result written to out[k * 64 + lane] (k: its row), against numpy.
+ROUTINE = """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  s_load_dwordx2 s[8:9], s[0:1], 0x8
+  s_waitcnt lgkmcnt(0)
+  v_lshlrev_b32 v3, 2, v0
+  s_min_u32 s10, s8, s9
+  s_sub_u32 s11, s8, s9
+  s_cselect_b32 s12, 1, 0
+  s_cmp_eq_i32 s8, s9
+  s_cselect_b32 s13, 1, 0
+  s_cmp_le_u32 s8, s9
+  s_cselect_b32 s14, 1, 0
+  s_cmpk_eq_u32 s8, 0x1234
+  s_cselect_b32 s15, 1, 0
+  v_add_u32_e64 v4, v0, s8
+  v_mul_u32_u24_e64 v5, v0, s9
+  v_mul_i32_i24_e64 v6, s8, v0
+  {stores}
+  s_endpgm
+"""
+ROUTINE_ROWS = ("s10", "s11", "s12", "s13", "s14", "s15", "v4", "v5", "v6")
+
+
+@pytest.mark.parametrize("a, b", [(0xFFFFF123, 0x01001234), (5, 5), (0x1234, 7), (7, 0x1234), (0x80000000, 1)])
+def test_routine_scalar_and_integer_forms_of_aiters_decode(a, b):
+    stores = "\n  ".join((f"v_mov_b32 v2, {reg}" if reg.startswith("s") else f"v_mov_b32 v2, {reg}") +
+                         f"\n  global_store_dword v3, v2, s[4:5] offset:{256 * row}" for row, reg in enumerate(ROUTINE_ROWS))
+    out = torch.full((len(ROUTINE_ROWS) * 64,), -1, dtype=torch.int32)
+    gfx950.run_asm(ROUTINE.format(stores=stores), [out, a, b])
+    got = out.numpy().view(np.uint32).reshape(len(ROUTINE_ROWS), 64).astype(np.int64)
+    lane = np.arange(64, dtype=np.int64)
+    mask = 0xFFFFFFFF
+
+    def i24(x):
+        return ((x & 0xFFFFFF) ^ 0x800000) - 0x800000
+
+    def signed(x):
+        return (x ^ 0x80000000) - 0x80000000
+    expected = [min(a, b), (a - b) & mask, int(b > a), int(a == b), int(a <= b), int(a == 0x1234),
+                (lane + a) & mask, (lane * (b & 0xFFFFFF)) & mask, (i24(a) * lane) & mask]
+    for row, (reg, want) in enumerate(zip(ROUTINE_ROWS, expected)):
+        assert got[row].tolist() == np.broadcast_to(np.asarray(want, dtype=np.int64), (64,)).tolist(), \
+            f"{reg} (a {a:#x} = {signed(a)}, b {b:#x})"

@@ -82,3 +82,21 @@ def test_the_matrix_writes_its_results_and_the_proven_forms_only_with_write(monk
     assert exits(matrix.main, ["--write"], monkeypatch) == 0
     assert written == [["a form"]]
     assert json.loads((tmp_path / "matrix.json").read_text())["runs"][0]["verdict"] == "right"
+
+
+def test_every_form_of_aiters_decode_objects_is_run_by_a_corpus_kernel_or_a_hand_written_check(monkeypatch, tmp_path):
+    committed = coverage.recorded_results()
+    runner = committed[coverage.RUNNER]
+    forms = coverage.aiter_forms(runner)
+    assert len(forms) > 90 and all(cases or hand for _, cases, hand in forms.values())
+    table, uncovered = coverage.coverage(runner)
+    assert not [p for p in coverage.problems(table, uncovered, committed) if p.startswith("aiter")]
+    text = coverage.render(table, uncovered, committed)
+    assert "## aiter's FP8 MLA decode code objects" in text and "| `s_set_gpr_idx_on` |" in text
+    # a form neither runs is a problem, named
+    recorded = json.loads(coverage.AITER_FORMS.read_text())
+    recorded["forms"]["v_made_up_b32"] = {"objects": {"x.co": 1}, "corpus_cases": [], "aiter_forms_tests": []}
+    (tmp_path / "forms.json").write_text(json.dumps(recorded))
+    monkeypatch.setattr(coverage, "AITER_FORMS", tmp_path / "forms.json")
+    assert "aiter decode form v_made_up_b32: run by no corpus kernel and no hand-written check" in \
+        coverage.problems(table, uncovered, committed)

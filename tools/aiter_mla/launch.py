@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 import gfx950
-from gfx950 import _add_tensor
+from gfx950 import _add_tensor, _record_launch
 from gfx950.codeobject import CodeObject
 from gfx950.dispatch import record
 from gfx950.executor import DEFAULT_BUDGET, Kernel
@@ -84,6 +84,7 @@ class EmulatedLaunch:
     def __init__(self, path, grid, dispatch):
         self.path, self.grid, self.instructions = path, grid, dispatch.instructions
         self.sha256 = sha256(path)
+        self.record = dispatch.record()   # issue 43's launch record: what each workgroup did
 
 
 def _kernargs(values):
@@ -164,6 +165,7 @@ def mla_decode_stage1(q, kv, qo_indptr, kv_indptr, kv_indices, kv_last_page_lens
         raise
     launch = EmulatedLaunch(path, grid, dispatch)
     record(name, dispatch.instructions)
+    _record_launch(dispatch)   # GFX950_RECORD=PATH: the launch record, as for a Triton kernel
     if launches is not None:
         launches.append(launch)
     return launch

@@ -7,13 +7,21 @@ dealt to the CUs in order), the mode our glue asks for (fast_mode=False, intra_b
 Work info rows (8 int32): batch index, partial row (-1: no split), q start, q end, kv start,
 kv end, kv offset (tokens left after kv end), pad.
 
-Two facts of those sources the emulated path stops at, by name (what a GPU computes there
-is not modelled):
-* a sequence under 196 tokens gets 0 splits (`seqlen_kv / 196`), and the next line divides
-  by it (MetadataDivideByZero);
+Two facts of those sources for short sequences:
+* a sequence under 196 tokens gets 0 splits (`seqlen_kv / 196`), and the next line divides by
+  it (`integer_divide_ceil(num_blocks, 0)`, v1_0_device.cuh:70 at f3be04a and a722aff38). C++
+  leaves that undefined; a GPU has no integer divide: LLVM's AMDGPU backend expands a 32-bit
+  division into a float reciprocal and two refinement steps (AMDGPUCodeGenPrepare.cpp,
+  expandDivRem32), which does not trap. With a divisor of 0 the reciprocal is +inf, converted
+  to 0xFFFFFFFF, and x / 0 comes out x + 1 (0 / 0: 2). `sdiv32_gfx950` is that expansion; the
+  payload becomes the sequence's block count (2 for one block) and the sequence one split
+  over all its tokens. tests/test_aiter_emulated.py checks the expansion against a gfx950 build
+  of the same arithmetic run on the emulator (AITER_ASM_DIR-gated: it builds a kernel).
 * an empty sequence is taken as one token (`kv_end = max(kv_end, kv_begin + 1)`): the kernel
-  would read the next sequence's first token (or past the cache) - covered by the first.
+  would read the next sequence's first token (or past the cache). The stand-in stops there
+  (MetadataEmptySequence).
 """
+import numpy as np
 import torch
 
 from .launch import AiterEmulationError
@@ -21,10 +29,11 @@ from .launch import AiterEmulationError
 CU_COUNT = 256          # the MI355X's compute units (hipDeviceProp_t.multiProcessorCount)
 SPLIT_TOKENS = 196      # v1_0_device.cuh get_local_splits: "196 per splits"
 WORK_INFO_WORDS = 8
+_RCP_SCALE = np.frombuffer(np.uint32(0x4F7FFFFE).tobytes(), dtype=np.float32)[0]   # 4294966784.0: 2^32 - 512
 
 
-class MetadataDivideByZero(AiterEmulationError):
-    """aiter's v1_0 metadata divides by zero (a sequence under 196 tokens)."""
+class MetadataEmptySequence(AiterEmulationError):
+    """aiter's v1_0 metadata takes an empty sequence as one token, one past its range."""
 
 
 def get_mla_metadata_info_v1(batch_size, max_seqlen_qo, num_head_qo, q_dtype, kv_dtype, is_sparse,
@@ -53,6 +62,41 @@ def _cdiv(a, b):
     return -(-a // b)
 
 
+def _umulhi32(a, b):
+    return (a * b) >> 32
+
+
+def sdiv32_gfx950(x, y):
+    """C's int32 `x / y` as LLVM's AMDGPU backend computes it (AMDGPUCodeGenPrepare.cpp
+    expandDivRem32, signed): |x| and |y|, z = u32(rcp(f32 |y|) * 0x4F7FFFFE as float) saturating,
+    one Newton step, q = umulhi(|x|, z), two refinements, the sign put back. The quotient
+    truncated toward zero for y != 0; for y == 0 rcp gives +inf, z = 0xFFFFFFFF and the result is
+    |x| + 1 (|x| >= 1) or 2 (x == 0), signed."""
+    mask = 0xFFFFFFFF
+    if not (-2 ** 31 <= x < 2 ** 31 and -2 ** 31 <= y < 2 ** 31):
+        raise ValueError(f"sdiv32_gfx950: {x} / {y}: operands must be int32")
+    sign = (-1 if x < 0 else 0) ^ (-1 if y < 0 else 0)
+    ux, uy = abs(x) & mask, abs(y) & mask
+    if uy == 0:
+        z = mask   # v_rcp_iflag_f32(0) = +inf; v_cvt_u32_f32(+inf) saturates
+    else:
+        scaled = float(np.float32(np.float32(1.0) / np.float32(uy)) * np.float32(_RCP_SCALE))
+        z = min(int(np.float32(scaled)), mask)
+    z = (z + _umulhi32(z, ((-uy) & mask) * z & mask)) & mask
+    q = _umulhi32(ux, z)
+    r = (ux - q * uy) & mask
+    for _ in range(2):
+        if r >= uy:
+            q, r = (q + 1) & mask, (r - uy) & mask
+    q = ((q ^ (sign & mask)) - (sign & mask)) & mask
+    return q - 2 ** 32 if q >= 2 ** 31 else q
+
+
+def integer_divide_ceil(x, y):
+    """ck_tile::integer_divide_ceil on int32, (x + y - 1) / y, divided as gfx950 code divides."""
+    return sdiv32_gfx950(x + y - 1, y)
+
+
 def partition(kv_indptr, num_splits, kv_granularity=16, uni_seqlen_qo=1, num_cu=CU_COUNT):
     """kn_get_mla_metadata_v1_0 (16 heads, one KV head) on a list of kv_indptr values ->
     (work_info [[8 ints]], work_indptr, reduce_indptr, reduce_final_map [[start, end]],
@@ -62,17 +106,18 @@ def partition(kv_indptr, num_splits, kv_granularity=16, uni_seqlen_qo=1, num_cu=
     works, reduce_indptr, final_map, partial_map = [], [0], [], []
     for b in range(batches):
         begin = kv_indptr[b]
-        end = max(kv_indptr[b + 1], begin + 1)
+        if kv_indptr[b + 1] <= begin:
+            raise MetadataEmptySequence(
+                f"get_mla_metadata_v1: sequence {b} has {kv_indptr[b + 1] - begin} tokens: aiter f3be04a's intra-batch "
+                "metadata (v1_0_device.cuh) takes it as one token (kv_end = max(kv_end, kv_begin + 1)), one past its "
+                "range; not modelled")
+        end = kv_indptr[b + 1]
         seqlen = end - begin
+        # get_local_splits: 0 under 196 tokens, and payload divides by it as gfx950 code does (module docstring)
         local = min(seqlen // SPLIT_TOKENS, splits_per_cu, num_splits)
-        if local == 0:
-            raise MetadataDivideByZero(
-                f"get_mla_metadata_v1: sequence {b} has {kv_indptr[b + 1] - begin} tokens: aiter f3be04a's "
-                f"intra-batch metadata (v1_0_device.cuh) gives it {seqlen} // {SPLIT_TOKENS} = 0 splits and then "
-                "divides by that (integer_divide_ceil(num_blocks, 0)); what the GPU computes there is not modelled")
         blocks = _cdiv(seqlen, kv_granularity)
-        payload = _cdiv(blocks, local)
-        split_local = _cdiv(blocks, payload)
+        payload = integer_divide_ceil(blocks, local)
+        split_local = integer_divide_ceil(blocks, payload)
         tail = seqlen % (payload * kv_granularity)
         if 0 < tail <= 4 and split_local > 1:
             split_local -= 1

@@ -6,7 +6,8 @@ results/aiter_mla_forms.json (the objects' instruction forms beside the corpus t
 
 --glue also runs `MLA_PATH=aiter MLA_EMULATE=gfx950 python eval.py test` in a copy of the checkout:
 on 2 x 300 and 3 x 600 tokens as it is and with the KV scale left out of our glue (the verdict),
-and on tests_cpu.txt (its 17-64-token cases stop at aiter's metadata dividing by zero).
+and on tests_cpu.txt (17-300 tokens: under 196 tokens aiter's metadata divides by zero, as gfx950 code
+does it: tools/aiter_mla/metadata.py).
 """
 import argparse
 import collections
@@ -37,8 +38,9 @@ from gfx950.codeobject import CodeObject  # noqa: E402
 FP8 = torch.float8_e4m3fn
 HEADS, DIM, V_DIM = 16, 576, 512
 SM_SCALE = 1.0 / DIM ** 0.5
-# small cases: several splits, uneven lengths (>= 196 tokens a sequence for the persistent metadata)
+# small cases: several splits, uneven lengths (>= 196 tokens a sequence for several splits in the persistent metadata)
 PERSISTENT_CASES = ((400, 250), (1000,), (300, 520, 210))
+SHORT_CASES = ((17, 100, 195), (1, 16, 64))   # under 196 tokens: one split each (the metadata divides by 0)
 NON_PERSISTENT_CASES = (((300, 130), 2), ((500,), 3), ((257, 64, 900), 4))
 # an fp8 result: |error| <= 2^-4 sum_i p_i |v_i| (P rounded to e4m3 before the value product: half an ulp of
 # 3 mantissa bits) + 2^-8 |ref| (the bf16 output's rounding)
@@ -47,7 +49,10 @@ P_ROUNDING, OUT_ROUNDING = 2.0 ** -4, 2.0 ** -8
 HAND_CHECKED = (("row_newbcast", "test_dpp_row_newbcast_gives_each_row_its_lane"),
                 ("s_set_gpr_idx", "test_gpr_idx_offsets_src0_until_it_is_turned_off"),
                 ("v_cvt_pk_fp8_f32", "test_cvt_pk_fp8_f32_rounds_to_nearest_even_into_the_selected_word"),
-                ("v_mfma_f32_16x16x32_fp8_fp8", "test_mfma_16x16x32_fp8_fp8_is_the_product_of_its_operands"))
+                ("v_mfma_f32_16x16x32_fp8_fp8", "test_mfma_16x16x32_fp8_fp8_is_the_product_of_its_operands"),
+                *((form, "test_routine_scalar_and_integer_forms_of_aiters_decode")
+                  for form in ("s_cmp_eq_i32", "s_cmp_le_u32", "s_cmpk_eq_u32", "s_min_u32", "s_sub_u32",
+                               "v_add_u32_e64", "v_mul_i32_i24_e64", "v_mul_u32_u24_e64")))
 GLUE_CASES = "batchsize: 2; qseqlen: 1; kvseqlen: 300; seed: 201\nbatchsize: 3; qseqlen: 1; kvseqlen: 600; seed: 202\n"
 GLUE_BUG = ("kv_scale=kv_scale,", "kv_scale=torch.ones_like(kv_scale),")   # the KV scale left out of our glue
 
@@ -71,10 +76,10 @@ def make_case(lengths, seed):
 
 def check(out, q, kv, q_scale, kv_scale, kv_indptr):
     """-> (max |error|, max |error| / the fp8 bound) against float64 attention on the same fp8 data."""
-    queries, keys = q.double() * q_scale.double(), kv.double() * kv_scale.double()
+    queries = q.double() * q_scale.double()
     worst_error = worst_ratio = 0.0
-    for b in range(len(kv_indptr) - 1):
-        k = keys[kv_indptr[b]:kv_indptr[b + 1]]
+    for b in range(len(kv_indptr) - 1):   # a sequence at a time: float64 keys of (256, 8192) would take 10 GB
+        k = kv[kv_indptr[b]:kv_indptr[b + 1]].double() * kv_scale.double()
         p = torch.softmax(queries[b] @ k.T * SM_SCALE, dim=-1)
         ref = p @ k[:, :V_DIM]
         error = (out[b].double() - ref).abs()
@@ -193,7 +198,7 @@ def main():
         write_forms(datetime.date.today().isoformat())
         return 0
     runs, ok = [], True
-    plans = [("persistent", lengths, None) for lengths in PERSISTENT_CASES] + \
+    plans = [("persistent", lengths, None) for lengths in PERSISTENT_CASES + SHORT_CASES] + \
             [("non-persistent", lengths, splits) for lengths, splits in NON_PERSISTENT_CASES]
     for seed, (kind, lengths, splits) in enumerate(plans, 1):
         findings = findings_module.Findings()
@@ -241,10 +246,13 @@ def main():
                 "0); the emulator keeps them (not modelled)",
                 **{f"accepted {kind}": text for kind, text in findings_module.KINDS.items()}},
             "metadata_findings": [
-                "aiter f3be04a's intra-batch metadata (v1_0_device.cuh get_local_splits) gives a sequence under 196 "
-                "tokens 0 splits and divides by it: the stand-in stops there by name (MetadataDivideByZero)",
+                "aiter f3be04a's intra-batch metadata (v1_0_device.cuh:69-70 get_local_splits, integer_divide_ceil) "
+                "gives a sequence under 196 tokens 0 splits and divides by it: undefined in C++; gfx950 code divides "
+                "without trapping (LLVM's AMDGPU expansion: x / 0 = x + 1), so the sequence is one split over all its "
+                "tokens; the stand-in divides as that expansion does (metadata.sdiv32_gfx950, checked against a gfx950 "
+                "build of the same arithmetic on the emulator)",
                 "an empty sequence is taken as one token (kv_end = max(kv_end, kv_begin + 1)): it reads one token "
-                "past its range (covered by the first: 0 tokens < 196)"],
+                "past its range; the stand-in stops there by name (MetadataEmptySequence)"],
             "runs": runs, "glue": glue, "all_right": ok}
         (ROOT / "results" / "aiter_mla_emulated.json").write_text(json.dumps(record, indent=1) + "\n")
         write_forms(record["date"])

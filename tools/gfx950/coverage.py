@@ -13,7 +13,10 @@ instructions mean what the hardware does. The submission's forms come from the c
 compile reports (results/compile_report[_candidates]_triton3.6.0.json, rows "forms": kept
 current by tests/test_compile_targets.py). A submission form no corpus kernel executes must
 be named in UNVALIDATED with the reason; the table lists every form beside the cases that
-ran it: docs/gfx950_coverage.md, with its JSON in results/gfx950_coverage.json.
+ran it: docs/gfx950_coverage.md, with its JSON in results/gfx950_coverage.json. The table also
+lists every form of aiter's FP8 MLA decode code objects (results/aiter_mla_forms.json) beside
+the corpus kernels or the hand-written checks (tests/test_gfx950_aiter_forms.py) that ran it:
+each must have one.
 """
 import argparse
 import datetime
@@ -36,6 +39,9 @@ REPORTS = [ROOT / "results" / "compile_report_triton3.6.0.json",
            ROOT / "results" / "compile_report_candidates_triton3.6.0.json"]
 TABLE = ROOT / "docs" / "gfx950_coverage.md"
 RESULT = ROOT / "results" / "gfx950_coverage.json"
+# aiter's FP8 MLA decode code objects' forms (issue 47; written by tools/aiter_mla/run.py --forms, which needs
+# AITER_ASM_DIR): each form with the hand-written checks of tests/test_gfx950_aiter_forms.py that run it
+AITER_FORMS = ROOT / "results" / "aiter_mla_forms.json"
 MAX_UNVALIDATED = 5
 RUNNER = common.RUNNER_TRITON_VERSION                 # the runner's Triton: gfx950.emulate(triton=None)
 NEWER = importlib.metadata.version("triton")          # this Python's own: gfx950.emulate(triton="installed")
@@ -155,6 +161,7 @@ def render(table, uncovered, results_by_version):
     lines += ["## Every form", "", "| form | builds | corpus kernels that ran it |", "| --- | --- | --- |"]
     for form, entry in table.items():
         lines.append(f"| `{form}` | {len(entry['builds'])} | {_cases_cell(entry['cases']) or '**none**'} |")
+    lines += aiter_section(results_by_version[RUNNER])
     by_name = {case.name: case for case in CASES}
     ran = [name for name in by_name if any(name in results for results in results_by_version.values())]
     lines += ["", f"## The corpus: {len(ran)} kernels", "",
@@ -180,12 +187,39 @@ def render(table, uncovered, results_by_version):
     return "\n".join(lines) + "\n"
 
 
+def aiter_forms(corpus_results):
+    """{form: (objects {file: count}, corpus cases that ran it, hand-written checks)} of aiter's decode objects."""
+    recorded = json.loads(AITER_FORMS.read_text())["forms"]
+    return {form: (row["objects"], sorted(name for name, (executed, error) in corpus_results.items()
+                                          if error is None and form in executed), row["aiter_forms_tests"])
+            for form, row in sorted(recorded.items())}
+
+
+def aiter_section(corpus_results):
+    forms = aiter_forms(corpus_results)
+    files = sorted({name for objects, _, _ in forms.values() for name in objects})
+    new = [form for form, (_, cases, _) in forms.items() if not cases]
+    lines = ["", f"## aiter's FP8 MLA decode code objects: {len(forms)} forms ({len(new)} no corpus kernel runs)", "",
+             "AMD's hand-written gfx950 code objects (issue 47, [aiter_mla_emulated.md](aiter_mla_emulated.md); "
+             "`AITER_ASM_DIR=... python tools/aiter_mla/run.py --forms` lists them into results/aiter_mla_forms.json). "
+             "A form no corpus kernel runs is checked on hand-written amdgcn against numpy in "
+             "tests/test_gfx950_aiter_forms.py.", "",
+             "| form | " + " | ".join(f"`{name}`" for name in files) + " | corpus kernels that ran it | "
+             "hand-written check |", "| --- | " + " | ".join("---" for _ in files) + " | --- | --- |"]
+    for form, (objects, cases, hand) in forms.items():
+        lines.append(f"| `{form}` | " + " | ".join(str(objects.get(name, "-")) for name in files) +
+                     f" | {_cases_cell(cases) or '-'} | {', '.join(hand) or ('**none**' if not cases else '-')} |")
+    return lines
+
+
 def problems(table, uncovered, results_by_version):
     """What makes the coverage unacceptable (an empty list when it holds)."""
     found = [f"corpus case {name} failed with Triton {version}: {error}"
              for version, results in results_by_version.items() for name, (_, error) in results.items() if error]
     found += [f"{form}: not executed by any corpus kernel and not in UNVALIDATED" for form in uncovered
               if form not in UNVALIDATED]
+    found += [f"aiter decode form {form}: run by no corpus kernel and no hand-written check"
+              for form, (_, cases, hand) in aiter_forms(results_by_version[RUNNER]).items() if not cases and not hand]
     if len(uncovered) > MAX_UNVALIDATED:
         found.append(f"{len(uncovered)} forms unvalidated (at most {MAX_UNVALIDATED})")
     return found
