@@ -378,16 +378,23 @@ def _synchronize():
 # ---------------------------------------------------------------------------------------
 
 _VERBOSE = False  # --verbose, in the process that runs the cases (_worker_init sets it)
+# MLA_EMULATE: why the emulator could not be installed in the worker (one line), or None. An
+# initializer that raises would make multiprocessing's pool start a new worker forever (a hang):
+# the failure is kept here instead and every case's _emulated reports it as its verdict.
+_EMULATOR_NOT_INSTALLED = None
 
 
 def _worker_init(verbose=False):
-    global _VERBOSE
+    global _VERBOSE, _EMULATOR_NOT_INSTALLED
     _VERBOSE = verbose
     if not HAS_GPU:
         import interpreter_shim
         interpreter_shim.install()
     if EMULATE:
-        _install_emulator()
+        try:
+            _install_emulator()
+        except Exception as exc:  # noqa: BLE001 - reported by every case (_emulated), never a hang
+            _EMULATOR_NOT_INSTALLED = " ".join(f"{type(exc).__name__}: {exc}".split())
 
 
 def _install_emulator():
@@ -432,6 +439,8 @@ def _emulated(function, *args):
     the emulator: one line). EmulatorVerdict when a launch failed there, even where the
     submission caught the error and answered otherwise, or when an exception of the tools'
     own escaped."""
+    if _EMULATOR_NOT_INSTALLED is not None:
+        raise EmulatorVerdict(f"the emulator could not be installed: {_EMULATOR_NOT_INSTALLED}")
     from gfx950 import dispatch
     dispatch.take_record()
     try:

@@ -297,3 +297,13 @@ def test_a_module_without_the_dispatch_hooks_is_refused_by_name():
     import types
     with pytest.raises(AttributeError, match="lacks _num_sms, STATE: it cannot be made to dispatch as on the MI355X"):
         dispatch._as_mi355x(types.SimpleNamespace(__name__="fork", _arch=None, _platform=None))
+
+
+def test_a_competitors_own_module_without_any_hook_dispatches_as_it_is_written():
+    """A competitor's own file has none of our hooks: the emulator runs its launches, its module is left as it is."""
+    import types
+    own = types.SimpleNamespace(__name__="submission", custom_kernel=len)
+    installed = dict(dispatch._INSTALLED)
+    dispatch._as_mi355x(own)
+    assert vars(own) == {"__name__": "submission", "custom_kernel": len}
+    assert dispatch._INSTALLED == installed

@@ -81,6 +81,23 @@ def test_a_failed_case_is_the_runners_check_fail_exit_112(planted_run):
     assert "Traceback" not in stderr and "Exception in thread" not in stderr, stderr[-3000:]
 
 
+def test_an_emulator_that_cannot_be_installed_is_every_cases_verdict_never_a_hang(tmp_path):
+    """A fork that keeps one of the dispatch hooks but lost the others cannot be made to dispatch as on the
+    MI355X: the worker's install fails, and each case says so (a pool initializer that raised would start
+    a new worker forever)."""
+    for name in HARNESS:
+        shutil.copy(ROOT / name, tmp_path / name)
+    source = (ROOT / "tests" / "competitor_submission.py").read_text()
+    (tmp_path / "submission.py").write_text(source + "\n_arch = None   # one hook of ours, the others missing\n")
+    (tmp_path / "tools").symlink_to(ROOT / "tools")
+    code, lines, stdout, stderr = run_eval(tmp_path, "test", "batchsize: 1; qseqlen: 1; kvseqlen: 40; seed: 5\n",
+                                           env_extra={"MLA_EMULATE": "gfx950"}, timeout_s=120)
+    assert code == 112 and lines["check"] == "fail", stderr[-3000:]
+    assert lines["test.0.error"] == ("the emulator could not be installed: AttributeError: submission lacks "
+                                     "_platform, _num_sms, STATE: it cannot be made to dispatch as on the MI355X "
+                                     "(tools/gfx950/dispatch.py sets them)"), lines
+
+
 def test_the_verdict_crosses_to_a_process_without_the_tools():
     """The worker's exception unpickles where tools/ is not on the path (eval.py's own process)."""
     import eval as harness

@@ -2,8 +2,10 @@
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -15,9 +17,11 @@ HARNESS_FILES = ("eval.py", "reference.py", "utils.py", "task.py", "interpreter_
 ONE_CASE = "batchsize: 2; qseqlen: 1; kvseqlen: 40; seed: 7\n"
 
 
-def run_eval(workdir, mode, cases_text, env_extra=None, popcorn=True, args=()):
+def run_eval(workdir, mode, cases_text, env_extra=None, popcorn=True, args=(), timeout_s=600):
     """Run `eval.py mode cases.txt *args` in workdir; returns (exit code, protocol lines as dict,
-    stdout, stderr)."""
+    stdout, stderr). The protocol fd, stdout and stderr are read at once (a process that fills one
+    pipe never blocks on it); past timeout_s its whole process group is killed and the test fails
+    with the end of its stderr."""
     case_file = workdir / "cases.txt"
     case_file.write_text(cases_text)
     env = {**os.environ, **(env_extra or {})}
@@ -25,12 +29,21 @@ def run_eval(workdir, mode, cases_text, env_extra=None, popcorn=True, args=()):
     if popcorn:
         env["POPCORN_FD"] = str(write_fd)
     proc = subprocess.Popen([sys.executable, "eval.py", mode, str(case_file), *args], cwd=workdir, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(write_fd,))
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(write_fd,),
+                            start_new_session=True)
     os.close(write_fd)
+    protocol = []
     with os.fdopen(read_fd) as reader:
-        protocol = reader.read()
-    stdout, stderr = proc.communicate(timeout=600)
-    lines = dict(line.split(": ", 1) for line in (protocol if popcorn else stdout).splitlines()
+        drain = threading.Thread(target=lambda: protocol.append(reader.read()), daemon=True)
+        drain.start()
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+            pytest.fail(f"eval.py {mode} ran past {timeout_s} s; its stderr ends:\n{stderr[-3000:]}")
+        drain.join(timeout=60)
+    lines = dict(line.split(": ", 1) for line in ("".join(protocol) if popcorn else stdout).splitlines()
                  if re.match(r"^[\w.-]+: ", line))
     return proc.returncode, lines, stdout, stderr
 

@@ -129,8 +129,11 @@ MI355X_HOOKS = ("_arch", "_platform", "_num_sms", "STATE")  # what _as_mi355x se
 
 
 def _as_mi355x(sub):
-    """Make `sub` (submission.py, or a fork of it) dispatch as on the MI355X; AttributeError naming what it lacks."""
+    """Make `sub` (submission.py, or a fork of it) dispatch as on the MI355X; AttributeError naming what a fork lacks.
+    A module with none of the hooks (a competitor's own file) is left as it is: it dispatches as it is written."""
     missing = [name for name in MI355X_HOOKS if not hasattr(sub, name)]
+    if len(missing) == len(MI355X_HOOKS):
+        return
     if missing:
         raise AttributeError(f"{getattr(sub, '__name__', sub)!s} lacks {', '.join(missing)}: it cannot be made to "
                              f"dispatch as on the MI355X (tools/gfx950/dispatch.py sets them)")
