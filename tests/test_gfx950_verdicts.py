@@ -91,7 +91,7 @@ def test_an_emulator_that_cannot_be_installed_is_every_cases_verdict_never_a_han
     (tmp_path / "submission.py").write_text(source + "\n_arch = None   # one hook of ours, the others missing\n")
     (tmp_path / "tools").symlink_to(ROOT / "tools")
     code, lines, stdout, stderr = run_eval(tmp_path, "test", "batchsize: 1; qseqlen: 1; kvseqlen: 40; seed: 5\n",
-                                           env_extra={"MLA_EMULATE": "gfx950"}, timeout_s=120)
+                                           env_extra={"MLA_EMULATE": "gfx950"}, timeout_s=45)
     assert code == 112 and lines["check"] == "fail", stderr[-3000:]
     assert lines["test.0.error"] == ("the emulator could not be installed: AttributeError: submission lacks "
                                      "_platform, _num_sms, STATE: it cannot be made to dispatch as on the MI355X "
