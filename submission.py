@@ -1960,7 +1960,6 @@ def fresh_tune_log():
             "aiter_build": None, "build_estimate_s": 0.0, "machine": None}
 
 
-
 PATHS = ("triton", "aiter")
 
 
@@ -1976,8 +1975,10 @@ def choose(batch, kv_len, device):
     for known in (measured_table(device).get((batch, kv_len)), STATE.tuned.get((_arch(device), batch, kv_len))):
         if choice is None and known is not None and (known != AITER_LAUNCH or STATE.aiter is not None):
             choice = known
-    if choice is None:
-        choice = _cached_prediction(batch, kv_len, device)
+    key = (batch, kv_len, device, len(STATE.failed_variants))  # predicted once per case and failed variants
+    if choice is None and key not in STATE.predictions:
+        STATE.predictions[key] = predicted_choice(batch, kv_len, device, _num_sms(device))
+    choice = STATE.predictions[key] if choice is None else choice
     if forced == "aiter":
         return AITER_LAUNCH
     if forced == "triton" and choice == AITER_LAUNCH:
@@ -1985,14 +1986,6 @@ def choose(batch, kv_len, device):
     if choice != AITER_LAUNCH and _one_stage_only(device) and choice.num_stages != 1 and choice.scores == BF16_SCORES:
         return dataclasses.replace(choice, num_stages=1)
     return choice
-
-
-def _cached_prediction(batch, kv_len, device):
-    """predicted_choice, once per case, device and count of failed variants (STATE.predictions)."""
-    key = (batch, kv_len, device, len(STATE.failed_variants))
-    if key not in STATE.predictions:
-        STATE.predictions[key] = predicted_choice(batch, kv_len, device, _num_sms(device))
-    return STATE.predictions[key]
 
 
 def measured_table(device):
@@ -2019,8 +2012,6 @@ def predicted_choice(batch, kv_len, device, num_sms):
     if STATE.aiter is not None and native_failed and batch * kv_len > 65536:
         return AITER_LAUNCH
     return launch
-
-
 
 
 def proven_fastest(batch, kv_len, device):
