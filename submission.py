@@ -1923,9 +1923,9 @@ def candidate_groups(batch, kv_len, device):
     main = _split_neighbours(main_launch, kv_len)
     groups = [("scaled" if scaled else "bf16", main)]
     if scaled:
-        if batch * triton.cdiv(kv_len, 128) < 2 * num_sms:  # fewer than two 128-token tiles per CU
-            splits = _splits_for(batch, kv_len, 64, num_sms)
-            groups.append(("scaled 64-token", [Launch(64, 4, splits, stages, SCALED_SCORES) for stages in (2, 1)]))
+        if main_launch.block_n == 64:  # fewer than two 128-token tiles per CU (scaled_launch's rule)
+            groups.append(("scaled 64-token", [dataclasses.replace(main_launch, num_stages=stages)
+                                               for stages in (2, 1)]))
         groups.append(("bf16", [default_launch(batch, kv_len, num_sms)]))
         fused_from = main[:1]
         if gluon_capable(_arch(device)):
@@ -1998,15 +1998,14 @@ def predicted_choice(batch, kv_len, device, num_sms):
     """The choice where nothing was measured (docs/performance.md): gfx950: the model's fastest proven form
     (proven_fastest), else SCALED (312 bytes a token, aiter 576); where it failed, BF16, or aiter above 64k tokens
     once the native conversion failed too. Else BF16."""
-    arch = _arch(device)
-    launch = default_launch(batch, kv_len, num_sms)
     proven = proven_fastest(batch, kv_len, device)
     if proven is not None:
         return proven
-    if arch in SCALED_NATIVE:
+    if _arch(device) in SCALED_NATIVE:
         scaled = scaled_launch(batch, kv_len, num_sms)
         if launch_variants(scaled, device)[0] not in STATE.failed_variants:
             return scaled
+    launch = default_launch(batch, kv_len, num_sms)
     native = launch_variants(launch, device)[0]
     native_failed = native.convert == PORTABLE or native in STATE.failed_variants
     if STATE.aiter is not None and native_failed and batch * kv_len > 65536:
@@ -2031,15 +2030,15 @@ def proven_fastest(batch, kv_len, device):
 # --- the first-call report (stderr) and its MEASURED DISPATCH block -----------------------------------------
 def _log_header(device):
     """The report's header, once per record; the machine probes (once per process) with it."""
-    if STATE.tune_log["header"] is None:
+    log = STATE.tune_log
+    if log["header"] is None:
         aiter_state = (f"aiter written against {AITER_COMMIT}, found {aiter_commit_found()}" if STATE.aiter is not None
                        else f"aiter: {STATE.aiter_error}")
-        name = _device_name(device)
-        STATE.tune_log["header"] = (f"architecture {_arch(device)}, {name}, torch {torch.__version__}, "
-                              f"triton {triton.__version__}, {aiter_state}, source {SOURCE_ID}")
-        timer_name = "device events around each launch" if device.type == "cuda" else "host clock, interpreter"
-        STATE.tune_log.update(arch=_arch(device), device=name, kernel_timer=timer_name)
-        STATE.tune_log["machine"] = machine_probes(device)
+        log.update(arch=_arch(device), device=_device_name(device), kernel_timer="device events around each launch"
+                   if device.type == "cuda" else "host clock, interpreter")
+        log["header"] = (f"architecture {log['arch']}, {log['device']}, torch {torch.__version__}, "
+                         f"triton {triton.__version__}, {aiter_state}, source {SOURCE_ID}")
+        log["machine"] = machine_probes(device)
 
 
 def _print_report(entry):
@@ -2051,11 +2050,11 @@ def _print_report(entry):
 
 def tuning_report():
     """This process's first-call tuning report (docs/design.md, "The report"); "" before any."""
-    if STATE.tune_log["header"] is None:
+    log = STATE.tune_log
+    if log["header"] is None:
         return ""
     lines = _header_lines() + (machine_lines(STATE.tune_log["machine"]) if STATE.tune_log["machine"] else [])
-    lines += [line for entry in STATE.tune_log["cases"] for line in _case_lines(entry)]
-    log = STATE.tune_log
+    lines += [line for entry in log["cases"] for line in _case_lines(entry)]
     lines.append(f"  spent: timed runs {log['spent_timing_s']:.2f} s (at most {TUNE_CASE_TIMING_S} s a case), "
                  f"everything {log['spent_wall_s']:.1f} s (at most {TUNE_CASE_WALL_S:.0f} s a case)")
     return "\n".join(lines + [measured_block()])
@@ -2631,13 +2630,7 @@ def _raised_by_aiter(exc, api):
     if isinstance(exc, AiterSignatureError):
         return True
     codes = {getattr(getattr(f, "__func__", f), "__code__", None) for f in (api or {}).values()}
-    frame = exc.__traceback__
-    while frame is not None:
-        code = frame.tb_frame.f_code
-        if code in codes or f"{os.sep}aiter{os.sep}" in code.co_filename:
-            return True
-        frame = frame.tb_next
-    return False
+    return any(code in codes or f"{os.sep}aiter{os.sep}" in code.co_filename for code in _traceback_codes(exc))
 
 
 class AiterSignatureError(TypeError):
@@ -2681,10 +2674,9 @@ def _validate(data):
     if not isinstance(data, (tuple, list)) or len(data) != 5:
         _fail(TypeError, "data must be the tuple (q, kv_data, qo_indptr, kv_indptr, config)")
     q, kv_data, qo_indptr, kv_indptr, config = data
-    if not isinstance(config, dict):
-        _fail(TypeError, f"config must be a dict, got {type(config).__name__}")
-    if not isinstance(kv_data, dict):
-        _fail(TypeError, f"kv_data must be a dict, got {type(kv_data).__name__}")
+    for name, value in (("config", config), ("kv_data", kv_data)):
+        if not isinstance(value, dict):
+            _fail(TypeError, f"{name} must be a dict, got {type(value).__name__}")
     try:
         batch, kv_len, sm_scale = config["batch_size"], config["kv_seq_len"], config["sm_scale"]
         for key, expected in CONFIG_EXPECTED.items():
@@ -2828,12 +2820,15 @@ _TOOLCHAIN_DIRS = tuple(os.path.join(os.path.dirname(triton.__file__), name, "")
 
 def _raised_by_toolchain(exc):
     """True when `exc` was raised inside _TOOLCHAIN_DIRS (a pass's assertion, the linker's error...)."""
+    return any(code.co_filename.startswith(_TOOLCHAIN_DIRS) for code in _traceback_codes(exc))
+
+
+def _traceback_codes(exc):
+    """The code objects of exc's traceback, from the catching frame to the raising one."""
     frame = exc.__traceback__
     while frame is not None:
-        if frame.tb_frame.f_code.co_filename.startswith(_TOOLCHAIN_DIRS):
-            return True
+        yield frame.tb_frame.f_code
         frame = frame.tb_next
-    return False
 
 
 def _warn_once(key, message):
