@@ -2655,7 +2655,7 @@ def q8_edge_case(batch, device):
     magnitudes = torch.arange(0x3880, 0x41E1, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)  # 2^-14 .. 28
     values = torch.cat([magnitudes, -magnitudes, torch.zeros(64, dtype=torch.bfloat16)])
     count = batch * NUM_HEADS * QK_HEAD_DIM
-    return values.repeat(-(-count // values.numel()))[:count].reshape(batch, NUM_HEADS, QK_HEAD_DIM).to(device)
+    return values.repeat(triton.cdiv(count, values.numel()))[:count].reshape(batch, NUM_HEADS, QK_HEAD_DIM).to(device)
 
 
 # =======================================================================================
