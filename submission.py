@@ -1815,21 +1815,21 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
     -> the plan (None for aiter); timer(run, device) -> us; profiler(run, device) -> [(kernel, us)]; clock() -> s.
     A candidate that fails, or ran a fallback, is reported, never picked; OOM, device faults and our bugs raise."""
     timer, profiler = timer or time_call_us, profiler or kernel_times_us
+    log = STATE.tune_log
     _log_header(device)
     candidates = ranked_candidates(batch, kv_len, device)
     entry = {"case": (batch, kv_len), "tried": [], "failed": [], "skipped": [], "pick": None,
              "build_s": 0.0, "ran": {}, "kernels": None, "profile_error": None}
-    log = STATE.tune_log
     if AITER_LAUNCH in candidates and log["aiter_build"] is None and not _build_aiter(run_choice, clock, device):
         candidates.remove(AITER_LAUNCH)
-        entry["failed"].append((AITER_LAUNCH, STATE.tune_log["aiter_build"]["error"]))
+        entry["failed"].append((AITER_LAUNCH, log["aiter_build"]["error"]))
     wall_start, checks_before = clock(), len(STATE.check_log)
-    entry["budget_s"] = budget_s = TUNE_CASE_WALL_S if len(STATE.tune_log["cases"]) < TUNE_CASES else \
-        min(TUNE_CASE_WALL_S, TUNE_TOTAL_WALL_S - STATE.tune_log["spent_wall_s"])  # past the 8 cases: what is left
+    entry["budget_s"] = budget_s = TUNE_CASE_WALL_S if len(log["cases"]) < TUNE_CASES else \
+        min(TUNE_CASE_WALL_S, TUNE_TOTAL_WALL_S - log["spent_wall_s"])  # past the 8 cases: what is left
     alive = []
     for choice in candidates:
         if alive and choice != AITER_LAUNCH and \
-                clock() - wall_start + STATE.tune_log["build_estimate_s"] > budget_s - TUNE_CASE_TIMING_S:
+                clock() - wall_start + log["build_estimate_s"] > budget_s - TUNE_CASE_TIMING_S:
             entry["skipped"].append(choice)
             continue
         start = clock()
@@ -1843,7 +1843,7 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
         finally:
             seconds = clock() - start
             entry["build_s"] += seconds
-            STATE.tune_log["build_estimate_s"] = max(STATE.tune_log["build_estimate_s"], seconds)
+            log["build_estimate_s"] = max(log["build_estimate_s"], seconds)
         variants = getattr(plan, "variants", None)
         if variants and plan.variant != variants[0]:
             why = "; ".join(f"{variant.describe()}: {reason}" for variant, reason in plan.failures)
@@ -1860,13 +1860,12 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
             alive = [c for c in alive if sum(c[1]) / len(c[1]) <= TUNE_KEEP_WITHIN * leader] or alive
         if clock() - timing_start > TUNE_CASE_TIMING_S or clock() - wall_start > budget_s:
             break
-    STATE.tune_log["spent_timing_s"] += clock() - timing_start
+    log["spent_timing_s"] += clock() - timing_start
     measured = [(sum(t) / len(t), choice, len(t)) for choice, t in timed if t]
     entry["tried"] = sorted(measured)
     STATE.tuned[(_arch(device), batch, kv_len)] = None  # tuned once, even where none ran (choose: the prediction)
     if measured:
-        entry["pick"] = min(measured)[1]
-        entry["pick_us"] = min(measured)[0]
+        entry["pick_us"], entry["pick"] = min(measured)[:2]
         STATE.tuned[(_arch(device), batch, kv_len)] = entry["pick"]
         try:
             entry["kernels"] = profiler(lambda: run_choice(entry["pick"]), device)
@@ -1876,8 +1875,8 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
             entry["profile_error"] = error_summary(exc)[:160]
     entry["check_s"] = sum(seconds for _, _, seconds, _ in STATE.check_log[checks_before:])
     entry["wall_s"] = clock() - wall_start
-    STATE.tune_log["spent_wall_s"] += entry["wall_s"]
-    STATE.tune_log["cases"].append(entry)
+    log["spent_wall_s"] += entry["wall_s"]
+    log["cases"].append(entry)
     _print_report(entry)
     return entry["pick"]
 
