@@ -1815,21 +1815,21 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
     -> the plan (None for aiter); timer(run, device) -> us; profiler(run, device) -> [(kernel, us)]; clock() -> s.
     A candidate that fails, or ran a fallback, is reported, never picked; OOM, device faults and our bugs raise."""
     timer, profiler = timer or time_call_us, profiler or kernel_times_us
+    log = STATE.tune_log
     _log_header(device)
     candidates = ranked_candidates(batch, kv_len, device)
     entry = {"case": (batch, kv_len), "tried": [], "failed": [], "skipped": [], "pick": None,
              "build_s": 0.0, "ran": {}, "kernels": None, "profile_error": None}
-    log = STATE.tune_log
     if AITER_LAUNCH in candidates and log["aiter_build"] is None and not _build_aiter(run_choice, clock, device):
         candidates.remove(AITER_LAUNCH)
-        entry["failed"].append((AITER_LAUNCH, STATE.tune_log["aiter_build"]["error"]))
+        entry["failed"].append((AITER_LAUNCH, log["aiter_build"]["error"]))
     wall_start, checks_before = clock(), len(STATE.check_log)
-    entry["budget_s"] = budget_s = TUNE_CASE_WALL_S if len(STATE.tune_log["cases"]) < TUNE_CASES else \
-        min(TUNE_CASE_WALL_S, TUNE_TOTAL_WALL_S - STATE.tune_log["spent_wall_s"])  # past the 8 cases: what is left
+    entry["budget_s"] = budget_s = TUNE_CASE_WALL_S if len(log["cases"]) < TUNE_CASES else \
+        min(TUNE_CASE_WALL_S, TUNE_TOTAL_WALL_S - log["spent_wall_s"])  # past the 8 cases: what is left
     alive = []
     for choice in candidates:
         if alive and choice != AITER_LAUNCH and \
-                clock() - wall_start + STATE.tune_log["build_estimate_s"] > budget_s - TUNE_CASE_TIMING_S:
+                clock() - wall_start + log["build_estimate_s"] > budget_s - TUNE_CASE_TIMING_S:
             entry["skipped"].append(choice)
             continue
         start = clock()
@@ -1843,7 +1843,7 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
         finally:
             seconds = clock() - start
             entry["build_s"] += seconds
-            STATE.tune_log["build_estimate_s"] = max(STATE.tune_log["build_estimate_s"], seconds)
+            log["build_estimate_s"] = max(log["build_estimate_s"], seconds)
         variants = getattr(plan, "variants", None)
         if variants and plan.variant != variants[0]:
             why = "; ".join(f"{variant.describe()}: {reason}" for variant, reason in plan.failures)
@@ -1860,13 +1860,12 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
             alive = [c for c in alive if sum(c[1]) / len(c[1]) <= TUNE_KEEP_WITHIN * leader] or alive
         if clock() - timing_start > TUNE_CASE_TIMING_S or clock() - wall_start > budget_s:
             break
-    STATE.tune_log["spent_timing_s"] += clock() - timing_start
+    log["spent_timing_s"] += clock() - timing_start
     measured = [(sum(t) / len(t), choice, len(t)) for choice, t in timed if t]
     entry["tried"] = sorted(measured)
     STATE.tuned[(_arch(device), batch, kv_len)] = None  # tuned once, even where none ran (choose: the prediction)
     if measured:
-        entry["pick"] = min(measured)[1]
-        entry["pick_us"] = min(measured)[0]
+        entry["pick_us"], entry["pick"] = min(measured)[:2]
         STATE.tuned[(_arch(device), batch, kv_len)] = entry["pick"]
         try:
             entry["kernels"] = profiler(lambda: run_choice(entry["pick"]), device)
@@ -1876,8 +1875,8 @@ def tune_first_call(batch, kv_len, device, run_choice, clock=time.perf_counter, 
             entry["profile_error"] = error_summary(exc)[:160]
     entry["check_s"] = sum(seconds for _, _, seconds, _ in STATE.check_log[checks_before:])
     entry["wall_s"] = clock() - wall_start
-    STATE.tune_log["spent_wall_s"] += entry["wall_s"]
-    STATE.tune_log["cases"].append(entry)
+    log["spent_wall_s"] += entry["wall_s"]
+    log["cases"].append(entry)
     _print_report(entry)
     return entry["pick"]
 
@@ -1923,9 +1922,9 @@ def candidate_groups(batch, kv_len, device):
     main = _split_neighbours(main_launch, kv_len)
     groups = [("scaled" if scaled else "bf16", main)]
     if scaled:
-        if batch * triton.cdiv(kv_len, 128) < 2 * num_sms:  # fewer than two 128-token tiles per CU
-            splits = _splits_for(batch, kv_len, 64, num_sms)
-            groups.append(("scaled 64-token", [Launch(64, 4, splits, stages, SCALED_SCORES) for stages in (2, 1)]))
+        if main_launch.block_n == 64:  # fewer than two 128-token tiles per CU (scaled_launch's rule)
+            groups.append(("scaled 64-token", [dataclasses.replace(main_launch, num_stages=stages)
+                                               for stages in (2, 1)]))
         groups.append(("bf16", [default_launch(batch, kv_len, num_sms)]))
         fused_from = main[:1]
         if gluon_capable(_arch(device)):
@@ -1998,15 +1997,14 @@ def predicted_choice(batch, kv_len, device, num_sms):
     """The choice where nothing was measured (docs/performance.md): gfx950: the model's fastest proven form
     (proven_fastest), else SCALED (312 bytes a token, aiter 576); where it failed, BF16, or aiter above 64k tokens
     once the native conversion failed too. Else BF16."""
-    arch = _arch(device)
-    launch = default_launch(batch, kv_len, num_sms)
     proven = proven_fastest(batch, kv_len, device)
     if proven is not None:
         return proven
-    if arch in SCALED_NATIVE:
+    if _arch(device) in SCALED_NATIVE:
         scaled = scaled_launch(batch, kv_len, num_sms)
         if launch_variants(scaled, device)[0] not in STATE.failed_variants:
             return scaled
+    launch = default_launch(batch, kv_len, num_sms)
     native = launch_variants(launch, device)[0]
     native_failed = native.convert == PORTABLE or native in STATE.failed_variants
     if STATE.aiter is not None and native_failed and batch * kv_len > 65536:
@@ -2031,15 +2029,15 @@ def proven_fastest(batch, kv_len, device):
 # --- the first-call report (stderr) and its MEASURED DISPATCH block -----------------------------------------
 def _log_header(device):
     """The report's header, once per record; the machine probes (once per process) with it."""
-    if STATE.tune_log["header"] is None:
+    log = STATE.tune_log
+    if log["header"] is None:
         aiter_state = (f"aiter written against {AITER_COMMIT}, found {aiter_commit_found()}" if STATE.aiter is not None
                        else f"aiter: {STATE.aiter_error}")
-        name = _device_name(device)
-        STATE.tune_log["header"] = (f"architecture {_arch(device)}, {name}, torch {torch.__version__}, "
-                              f"triton {triton.__version__}, {aiter_state}, source {SOURCE_ID}")
-        timer_name = "device events around each launch" if device.type == "cuda" else "host clock, interpreter"
-        STATE.tune_log.update(arch=_arch(device), device=name, kernel_timer=timer_name)
-        STATE.tune_log["machine"] = machine_probes(device)
+        log.update(arch=_arch(device), device=_device_name(device), kernel_timer="device events around each launch"
+                   if device.type == "cuda" else "host clock, interpreter")
+        log["header"] = (f"architecture {log['arch']}, {log['device']}, torch {torch.__version__}, "
+                         f"triton {triton.__version__}, {aiter_state}, source {SOURCE_ID}")
+        log["machine"] = machine_probes(device)
 
 
 def _print_report(entry):
@@ -2051,11 +2049,11 @@ def _print_report(entry):
 
 def tuning_report():
     """This process's first-call tuning report (docs/design.md, "The report"); "" before any."""
-    if STATE.tune_log["header"] is None:
+    log = STATE.tune_log
+    if log["header"] is None:
         return ""
     lines = _header_lines() + (machine_lines(STATE.tune_log["machine"]) if STATE.tune_log["machine"] else [])
-    lines += [line for entry in STATE.tune_log["cases"] for line in _case_lines(entry)]
-    log = STATE.tune_log
+    lines += [line for entry in log["cases"] for line in _case_lines(entry)]
     lines.append(f"  spent: timed runs {log['spent_timing_s']:.2f} s (at most {TUNE_CASE_TIMING_S} s a case), "
                  f"everything {log['spent_wall_s']:.1f} s (at most {TUNE_CASE_WALL_S:.0f} s a case)")
     return "\n".join(lines + [measured_block()])
@@ -2631,13 +2629,7 @@ def _raised_by_aiter(exc, api):
     if isinstance(exc, AiterSignatureError):
         return True
     codes = {getattr(getattr(f, "__func__", f), "__code__", None) for f in (api or {}).values()}
-    frame = exc.__traceback__
-    while frame is not None:
-        code = frame.tb_frame.f_code
-        if code in codes or f"{os.sep}aiter{os.sep}" in code.co_filename:
-            return True
-        frame = frame.tb_next
-    return False
+    return any(code in codes or f"{os.sep}aiter{os.sep}" in code.co_filename for code in _traceback_codes(exc))
 
 
 class AiterSignatureError(TypeError):
@@ -2662,7 +2654,7 @@ def q8_edge_case(batch, device):
     magnitudes = torch.arange(0x3880, 0x41E1, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)  # 2^-14 .. 28
     values = torch.cat([magnitudes, -magnitudes, torch.zeros(64, dtype=torch.bfloat16)])
     count = batch * NUM_HEADS * QK_HEAD_DIM
-    return values.repeat(-(-count // values.numel()))[:count].reshape(batch, NUM_HEADS, QK_HEAD_DIM).to(device)
+    return values.repeat(triton.cdiv(count, values.numel()))[:count].reshape(batch, NUM_HEADS, QK_HEAD_DIM).to(device)
 
 
 # =======================================================================================
@@ -2681,10 +2673,9 @@ def _validate(data):
     if not isinstance(data, (tuple, list)) or len(data) != 5:
         _fail(TypeError, "data must be the tuple (q, kv_data, qo_indptr, kv_indptr, config)")
     q, kv_data, qo_indptr, kv_indptr, config = data
-    if not isinstance(config, dict):
-        _fail(TypeError, f"config must be a dict, got {type(config).__name__}")
-    if not isinstance(kv_data, dict):
-        _fail(TypeError, f"kv_data must be a dict, got {type(kv_data).__name__}")
+    for name, value in (("config", config), ("kv_data", kv_data)):
+        if not isinstance(value, dict):
+            _fail(TypeError, f"{name} must be a dict, got {type(value).__name__}")
     try:
         batch, kv_len, sm_scale = config["batch_size"], config["kv_seq_len"], config["sm_scale"]
         for key, expected in CONFIG_EXPECTED.items():
@@ -2828,12 +2819,15 @@ _TOOLCHAIN_DIRS = tuple(os.path.join(os.path.dirname(triton.__file__), name, "")
 
 def _raised_by_toolchain(exc):
     """True when `exc` was raised inside _TOOLCHAIN_DIRS (a pass's assertion, the linker's error...)."""
+    return any(code.co_filename.startswith(_TOOLCHAIN_DIRS) for code in _traceback_codes(exc))
+
+
+def _traceback_codes(exc):
+    """The code objects of exc's traceback, from the catching frame to the raising one."""
     frame = exc.__traceback__
     while frame is not None:
-        if frame.tb_frame.f_code.co_filename.startswith(_TOOLCHAIN_DIRS):
-            return True
+        yield frame.tb_frame.f_code
         frame = frame.tb_next
-    return False
 
 
 def _warn_once(key, message):
