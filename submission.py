@@ -258,8 +258,9 @@ class _TritonPlan:
         self.launches = None  # [(kernel, grid, argument list, [(position, call tensor index)], constants, what)]
         self.needs_words = False  # a launch reads the codes as int32 words (call tensor 3)
 
-    def _launch(self, variant, args):
-        _attention(variant, self.launch.num_splits, *args, self.scratch, self.sm_scale, self.combine_dims)
+    def _launch(self, variant, args, q_bytes_split):
+        _attention(variant, self.launch.num_splits, *args, self.scratch, self.sm_scale, self.combine_dims,
+                   q_bytes_split)
 
     def _timed_check(self, variant, what, check):
         start = time.perf_counter()
@@ -286,7 +287,7 @@ class _TritonPlan:
                 self._timed_check(variant, "self-check (synthetic input)", lambda: self_check(
                     variant, self.launch.num_splits, (q, packed, scales), self.sm_scale, self.combine_dims))
                 STATE.recording = recorded = []
-                self._launch(variant, args)
+                self._launch(variant, args, Q_BYTES_CHECKED)
                 STATE.recording = None
                 self._timed_check(variant, "check of the first call's output", lambda: check_output(
                     variant, q, packed, scales, kv_indptr, out, self.scratch, self.sm_scale, check_sample(self.batch)))
@@ -307,8 +308,9 @@ class _TritonPlan:
             f"{variant.describe()}: {why}" for variant, why in self.failures))
 
     def _replayable(self, recorded, call):
-        """The recorded launches with each of the call's tensors marked by position; None when a launch read a
-        tensor that is neither the call's nor the scratch's (then run launches through _attention each time)."""
+        """The recorded launches with each of the call's tensors marked by position and q_bytes_split Q_BYTES_TIMED;
+        None when a launch read a tensor that is neither the call's nor the scratch's (then run launches through
+        _attention each time)."""
         scratch_ids = {id(tensor) for tensor in self.scratch}
         launches = []
         for kernel, grid, args, constants, what in recorded:
@@ -323,7 +325,10 @@ class _TritonPlan:
                     return None
                 slots.append((position, found[0]))
                 self.needs_words = self.needs_words or found[0] == 3
-            launches.append((kernel, grid, list(args), slots, constants, what))
+            args = list(args)
+            if "q_bytes_split" in kernel.arg_names:
+                args[kernel.arg_names.index("q_bytes_split")] = Q_BYTES_TIMED
+            launches.append((kernel, grid, args, slots, constants, what))
         return launches or None
 
     def run(self, data):
@@ -353,7 +358,7 @@ class _TritonPlan:
         if self.variant is None:
             self._first_run(args)
         else:
-            self._launch(self.variant, args)
+            self._launch(self.variant, args, Q_BYTES_TIMED)
         return out
 
 
@@ -449,7 +454,8 @@ def self_check(variant, num_splits, like, sm_scale, dims):
     batch = q.shape[0]
     out = torch.empty((batch, NUM_HEADS, V_HEAD_DIM), dtype=torch.bfloat16, device=q.device)
     scratch = make_scratch(batch, num_splits, q.device, [variant])
-    _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, sm_scale, dims)
+    _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, sm_scale, dims,
+               Q_BYTES_CHECKED)
     return check_output(variant, q, packed, scales, kv_indptr, out, scratch, sm_scale, list(range(batch)))
 
 
@@ -548,28 +554,37 @@ def quantize_q_reference(q):
 
 
 # --- the launches: the host side of every kernel ------------------------------------------------------------
-def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, sm_scale, dims):
-    """One call in one variant (packed / scales: uint8 views): the split kernel, then for MERGE_COMBINE the combine."""
+# The split kernels' q_bytes_split (not specialized: one binary): split 0 of a checked call (a plan's first run, a
+# self-check) writes Q's e4m3 bytes for check_output; a timed call (run's replays) writes none.
+Q_BYTES_CHECKED, Q_BYTES_TIMED = 0, -1
+
+
+def _attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, sm_scale, dims,
+               q_bytes_split):
+    """One call in one variant (packed / scales: uint8 views): the split kernel, then for MERGE_COMBINE the combine;
+    q_bytes_split: Q_BYTES_CHECKED or Q_BYTES_TIMED."""
     batch = out.shape[0]
     qk_scale_log2 = sm_scale * LOG2E * 2.0 ** (0 if variant.scores != BF16_SCORES else LOG2_SHIFT[variant.convert])
     value_scale = 2.0 ** LOG2_SHIFT[variant.convert]
     if variant.gluon:
-        _launch_gluon(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2)
+        _launch_gluon(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2,
+                      q_bytes_split)
     else:
         _launch_triton(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2,
-                       value_scale)
+                       value_scale, q_bytes_split)
     if variant.merge == MERGE_COMBINE:
         _launch_kernel(_mla_combine_kernel, (batch, NUM_HEADS, V_HEAD_DIM // dims),
                        (out, scratch.part_acc, scratch.part_ml, num_splits, qk_scale_log2, value_scale),
                        dict(CHUNK=min(num_splits, COMBINE_MAX_CHUNK), DIMS=dims, num_warps=4), variant.describe())
 
 
-def _launch_gluon(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2):
+def _launch_gluon(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2,
+                  q_bytes_split):
     """The ONCE family's Gluon split kernel (gluon_layout_problem must be None for these tensors)."""
     _launch_kernel(
         _gluon_split_kernel, (num_splits, out.shape[0]),
         (q, packed, scales, qo_indptr, kv_indptr, out, scratch.part_acc, scratch.part_ml, scratch.count, scratch.q8,
-         scratch.qs, packed.shape[0], num_splits, q.stride(0), q.stride(1),
+         scratch.qs, q_bytes_split, packed.shape[0], num_splits, q.stride(0), q.stride(1),
          packed.stride(0), scales.stride(0) // WORD_BYTES, qk_scale_log2),
         dict(BLOCK_N=variant.block_n, MERGE=variant.merge, num_warps=variant.num_warps), variant.describe())
 
@@ -597,7 +612,7 @@ def _storage_bytes(tensor):
 
 
 def _launch_triton(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2,
-                   value_scale):
+                   value_scale, q_bytes_split):
     """The standard-Triton split kernel of `variant`'s family in `variant`'s form."""
     shared = (qo_indptr, kv_indptr, out, scratch.part_acc, scratch.part_ml, scratch.count)
     sizes = (packed.shape[0], num_splits, q.stride(0), q.stride(1), packed.stride(0), scales.stride(0),
@@ -607,7 +622,7 @@ def _launch_triton(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr,
                      num_warps=variant.num_warps, num_stages=variant.num_stages)
     if variant.scores == SCALED_SCORES:
         kernel, args = _scaled_split_kernel, (q, packed, packed.view(torch.int32), scales, *shared, scratch.q8,
-                                              scratch.qs, *sizes)
+                                              scratch.qs, q_bytes_split, *sizes)
         constants["EARLY_TILE"] = variant.early_tile
     else:
         kernel, args = _bf16_split_kernel, (q, packed, scales, *shared, *sizes)
@@ -822,10 +837,11 @@ if gl is not None:
     GL_PUBLIC_REINTERPRET = gl.constexpr(hasattr(gl.shared_memory_descriptor, "reinterpret"))  # 3.6: _reinterpret
     _gl_workgroup_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier  # 3.6 / 3.7+
 
-    @gluon.jit(do_not_specialize=["total_kv", "num_splits"])
+    @gluon.jit(do_not_specialize=["total_kv", "num_splits", "q_bytes_split"])
     def _gluon_split_kernel(
         q_ptr, kv_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr, q8_ptr,
-        qs_ptr, total_kv, num_splits, q_row_stride, q_head_stride, kv_row_stride, scale_row_words, qk_scale_log2,
+        qs_ptr, q_bytes_split, total_kv, num_splits, q_row_stride, q_head_stride, kv_row_stride, scale_row_words,
+        qk_scale_log2,
         BLOCK_N: gl.constexpr, MERGE: gl.constexpr,
     ):
         """The SCALED kernel's program (same arguments and results) in the data flow drawn above; scale_ptr: the
@@ -866,7 +882,7 @@ if gl is not None:
         q8r = gl.convert_layout(q8r, GL_Q_A)
         qs = gl.convert_layout(qs, gl.amd.cdna4.get_mfma_scale_layout(GL_Q_A, [NUM_HEADS_C, V_DIM_C // 32]))
         qsr = gl.convert_layout(qsr, gl.amd.cdna4.get_mfma_scale_layout(GL_Q_A, [NUM_HEADS_C, 4]))
-        if split == 0:
+        if split == q_bytes_split:  # Q_BYTES_CHECKED: split 0 writes them; Q_BYTES_TIMED: none does
             _gl_store_q(q8, qs, q8r, qsr, q8_ptr, qs_ptr, seq)
         q_ops = (q8, qs, q8r, qsr)
 
@@ -1139,7 +1155,7 @@ if gl is not None:
 
     @gluon.jit
     def _gl_store_q(q8, qs, q8r, qsr, q8_ptr, qs_ptr, seq):
-        """Split 0's quantized Q to q8 (batch, 16, 576) / qs (batch, 16, 18), for the self-check."""
+        """The quantized Q (a checked call's split 0) to q8 (batch, 16, 576) / qs (batch, 16, 18), for the self-check."""
         heads = gl.arange(0, NUM_HEADS_C, layout=gl.SliceLayout(1, GL_Q_A))[:, None]
         dims = gl.arange(0, V_DIM_C, layout=gl.SliceLayout(0, GL_Q_A))[None, :]
         rope_dims = gl.arange(0, 2 * ROPE_PAD_BYTES_C, layout=gl.SliceLayout(0, GL_Q_A))[None, :]
@@ -1171,10 +1187,10 @@ if gl is not None:
 #
 # A line `# phase NAME: value` is where tools/phase_probe.py's instrumented copy stores a clock once `value` is ready.
 
-@triton.jit(do_not_specialize=["total_kv", "num_splits"])
+@triton.jit(do_not_specialize=["total_kv", "num_splits", "q_bytes_split"])
 def _scaled_split_kernel(
     q_ptr, kv_ptr, kv_words_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr, part_acc_ptr, part_ml_ptr,
-    count_ptr, q8_ptr, qs_ptr,
+    count_ptr, q8_ptr, qs_ptr, q_bytes_split,
     total_kv, num_splits, q_row_stride, q_head_stride, kv_row_stride, scale_row_stride, qk_scale_log2, value_scale,
     BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, SPLIT_TAIL: tl.constexpr, MERGE: tl.constexpr,
     WAVE_FENCES: tl.constexpr = False, EARLY_TILE: tl.constexpr = False, MERGE_HEADS: tl.constexpr = NUM_HEADS_C,
@@ -1191,12 +1207,13 @@ def _scaled_split_kernel(
     part_acc      (batch, num_splits, 16, 512) f32: unnormalized sum of p * v (times 2^-LOG2_SHIFT[CONVERT])
     part_ml       (batch, num_splits, 2, 16) f32: running max (raw score units, NaN: invalid range), sum of p
     count_ptr     (batch,) int32 finished splits per sequence, never reset (FUSED)
-    q8_ptr        (batch, 16, 576) e4m3 bytes, qs_ptr (batch, 16, 18) e8m0 bytes: Q as quantized (by split 0)
+    q8_ptr        (batch, 16, 576) e4m3 bytes, qs_ptr (batch, 16, 18) e8m0 bytes: Q as quantized, written by
+    q_bytes_split 0 on a checked call (Q_BYTES_CHECKED), by none on a timed one (Q_BYTES_TIMED: -1)
     qk_scale_log2 sm_scale * log2(e) (the scores are exact, no shift); value_scale 2^LOG2_SHIFT[CONVERT]
     WAVE_FENCES   FUSED on AMD: _write_result's wave fences; EARLY_TILE: tile 0's loads before Q's quantization
     MERGE_HEADS, MERGE_SPLITS  FUSED: the last program's merge pass (_merge_splits, FUSED_MERGE_PASS)
     An invalid range (indptr decreasing or past total_kv, qo_indptr not 0..batch) gives NaN, an empty one zeros.
-    total_kv and num_splits are not specialized, so a check on another input runs this very binary."""
+    total_kv, num_splits and q_bytes_split are not specialized: a check on another input runs this very binary."""
     tl.static_assert((CONVERT == PORTABLE_C) | (CONVERT == GFX950_C), "CONVERT must be PORTABLE or GFX950")
     tl.static_assert((MERGE >= 0) & (MERGE <= 2), "MERGE must be DIRECT, COMBINE or FUSED")
     # phase start: tl.program_id(0)
@@ -1214,7 +1231,7 @@ def _scaled_split_kernel(
         # tile 0's loads, the quantization overlapping them, then tile 0 (masked: maybe the split's only tile)
         loads = _scaled_tile_loads(kv_ptr, kv_words_ptr, scale_ptr, lo, hi, kv_row_stride, scale_row_stride,
                                    BLOCK_N, True)
-        q_ops = _quantize_q(q_nope, q_rope, q8_ptr, qs_ptr, seq, split)
+        q_ops = _quantize_q(q_nope, q_rope, q8_ptr, qs_ptr, seq, split, q_bytes_split)
         # phase q: q_ops[1]
         if lo < hi:
             m_i, l_i, acc_t = _scaled_tile_math(q_ops, loads, lo, hi, qk_scale_log2, m_i, l_i, acc_t, BLOCK_N,
@@ -1222,7 +1239,7 @@ def _scaled_split_kernel(
         start = lo + BLOCK_N
     else:
         q_nope, q_rope = _load_q_padded(q_rows)
-        q_ops = _quantize_q(q_nope, q_rope, q8_ptr, qs_ptr, seq, split)
+        q_ops = _quantize_q(q_nope, q_rope, q8_ptr, qs_ptr, seq, split, q_bytes_split)
         # phase q: q_ops[1]
     m_i, l_i, acc_t = _split_tiles(q_ops, kv_ptr, scale_ptr, start, full_end, hi, kv_row_stride, scale_row_stride,
                                    qk_scale_log2, m_i, l_i, acc_t, _scaled_tile, BLOCK_N, CONVERT, 0, SPLIT_TAIL)
@@ -1242,21 +1259,23 @@ def _load_q_padded(q_rows):
 
 
 @triton.jit
-def _quantize_q(q_nope, q_rope, q8_ptr, qs_ptr, seq, split):
+def _quantize_q(q_nope, q_rope, q8_ptr, qs_ptr, seq, split, q_bytes_split):
     """SCALED: Q (_load_q_padded's) -> q_ops (e4m3 dims 0..511, 16 e8m0 scales, e4m3 rope dims padded to 128, 4
-    scales); split 0 writes the bytes to q8 (batch, 16, 576), qs (batch, 16, 18) for the self-check."""
+    scales); split q_bytes_split (0 on a checked call, -1 none) writes the bytes to q8 (batch, 16, 576), qs
+    (batch, 16, 18) for the self-check."""
     q8_nope, qs_nope = _quantize_e4m3_blocks(q_nope.to(tl.float32), NUM_HEADS_C, V_DIM_C // 32)
     q8_rope, qs_rope = _quantize_e4m3_blocks(q_rope.to(tl.float32), NUM_HEADS_C, 2 * ROPE_PAD_BYTES_C // 32)
-    if split == 0:
+    if split == 0:  # q_bytes_split as a store mask, not a second branch: that costs a FUSED form a spill (3.6)
+        store = (tl.zeros([1, 1], tl.int32) + q_bytes_split) == split
         heads = tl.arange(0, NUM_HEADS_C)[:, None]
         rope_dims = tl.arange(0, 2 * ROPE_PAD_BYTES_C)[None, :]
         q8_rows = q8_ptr + seq * (NUM_HEADS_C * QK_DIM_C) + heads * QK_DIM_C
         qs_rows = qs_ptr + seq * (NUM_HEADS_C * SCALE_COLS_C) + heads * SCALE_COLS_C
         rope_blocks = tl.arange(0, 2 * ROPE_PAD_BYTES_C // 32)[None, :]
-        tl.store(q8_rows + tl.arange(0, V_DIM_C)[None, :], q8_nope.to(tl.uint8, bitcast=True))
-        tl.store(q8_rows + V_DIM_C + rope_dims, q8_rope.to(tl.uint8, bitcast=True), mask=rope_dims < ROPE_C)
-        tl.store(qs_rows + tl.arange(0, V_DIM_C // 32)[None, :], qs_nope)
-        tl.store(qs_rows + V_DIM_C // 32 + rope_blocks, qs_rope, mask=rope_blocks < ROPE_C // 32)
+        tl.store(q8_rows + tl.arange(0, V_DIM_C)[None, :], q8_nope.to(tl.uint8, bitcast=True), mask=store)
+        tl.store(q8_rows + V_DIM_C + rope_dims, q8_rope.to(tl.uint8, bitcast=True), mask=store & (rope_dims < ROPE_C))
+        tl.store(qs_rows + tl.arange(0, V_DIM_C // 32)[None, :], qs_nope, mask=store)
+        tl.store(qs_rows + V_DIM_C // 32 + rope_blocks, qs_rope, mask=store & (rope_blocks < ROPE_C // 32))
     return q8_nope, qs_nope, q8_rope, qs_rope
 
 

@@ -99,10 +99,10 @@ def _once_tiles(m_ref, q_ops, kv_ptr, scale_ptr, lo, hi, kv_row_stride, scale_ro
     return m_ref, m_true, l_g, acc_g
 
 
-@triton.jit(do_not_specialize=["total_kv", "num_splits"])
+@triton.jit(do_not_specialize=["total_kv", "num_splits", "q_bytes_split"])
 def once_twin_split_kernel(
     q_ptr, kv_ptr, scale_ptr, qo_indptr_ptr, kv_indptr_ptr, out_ptr, part_acc_ptr, part_ml_ptr, count_ptr,
-    q8_ptr, qs_ptr,
+    q8_ptr, qs_ptr, q_bytes_split,
     total_kv, num_splits, q_row_stride, q_head_stride, kv_row_stride, scale_row_stride, qk_scale_log2, value_scale,
     BLOCK_N: tl.constexpr, CONVERT: tl.constexpr, MERGE: tl.constexpr, WAVE_FENCES: tl.constexpr,
     MERGE_HEADS: tl.constexpr, MERGE_SPLITS: tl.constexpr,
@@ -114,7 +114,7 @@ def once_twin_split_kernel(
     q_rows = q_ptr + tl.program_id(1) * q_row_stride + tl.arange(0, NUM_HEADS_C)[:, None] * q_head_stride
     seq, split, range_ok, lo, _, hi = _split_range(qo_indptr_ptr, kv_indptr_ptr, total_kv, num_splits, BLOCK_N)
     q_nope, q_rope = _load_q_padded(q_rows)
-    q_ops = _quantize_q(q_nope, q_rope, q8_ptr, qs_ptr, seq, split)
+    q_ops = _quantize_q(q_nope, q_rope, q8_ptr, qs_ptr, seq, split, q_bytes_split)
     m_ref, m_true, l_g, acc_g = _once_tiles(tl.full([ONCE_GROUPS_C, NUM_HEADS_C], float("-inf"), tl.float32), q_ops,
                                             kv_ptr, scale_ptr, lo, hi, kv_row_stride, scale_row_stride,
                                             qk_scale_log2, BLOCK_N, CONVERT)
@@ -137,24 +137,27 @@ def twin_variant(convert, merge=submission.MERGE_COMBINE):
                               submission.ONCE_SCORES, merge)
 
 
-def launch(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2):
+def launch(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2,
+           q_bytes_split=submission.Q_BYTES_CHECKED):
     """The twin's split kernel, with submission._launch_gluon's signature and results
     (packed / scales: the uint8 views)."""
     submission._launch_kernel(
         once_twin_split_kernel, (num_splits, out.shape[0]),
         (q, packed, scales, qo_indptr, kv_indptr, out, scratch.part_acc, scratch.part_ml, scratch.count, scratch.q8,
-         scratch.qs, packed.shape[0], num_splits, q.stride(0), q.stride(1), packed.stride(0), scales.stride(0),
+         scratch.qs, q_bytes_split, packed.shape[0], num_splits, q.stride(0), q.stride(1), packed.stride(0),
+         scales.stride(0),
          qk_scale_log2, 2.0 ** submission.LOG2_SHIFT[variant.convert]),
         dict(BLOCK_N=variant.block_n, CONVERT=variant.convert, MERGE=variant.merge, WAVE_FENCES=variant.wave_fences,
              **submission.fused_merge_constants(variant), num_warps=variant.num_warps, num_stages=variant.num_stages),
         "ONCE twin: " + variant.describe())
 
 
-def attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, sm_scale, dims):
+def attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, sm_scale, dims,
+              q_bytes_split=submission.Q_BYTES_CHECKED):
     """One call of the twin, as submission._attention makes one: the split kernel, then for
     COMBINE the combine kernel (grid batch x 16 x 512 / dims)."""
     qk_scale_log2 = sm_scale * submission.LOG2E  # dot_scaled's scores are exact: no shift
-    launch(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2)
+    launch(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, qk_scale_log2, q_bytes_split)
     if variant.merge == submission.MERGE_COMBINE:
         submission._launch_kernel(
             submission._mla_combine_kernel, (out.shape[0], submission.NUM_HEADS, submission.V_HEAD_DIM // dims),

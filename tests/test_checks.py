@@ -15,13 +15,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_split_and_combine_kernels_do_not_specialize_the_values_that_differ():
-    """total_kv (batch x kv_len against the synthetic 2 x (2 BLOCK_N + 5)) and num_splits
-    (1 is a constant to Triton) must not pick the binary; the strides and pointers do, and
-    the synthetic input copies their classes (next test)."""
+    """total_kv (batch x kv_len against the synthetic 2 x (2 BLOCK_N + 5)), num_splits (1 is
+    a constant to Triton) and q_bytes_split (0 on a checked call, -1 on a timed one) must not
+    pick the binary; the strides and pointers do, and the synthetic input copies their classes
+    (next test). The Gluon kernel is defined inside an `if`: the whole tree is walked."""
     tree = ast.parse((ROOT / "submission.py").read_text())
-    wanted = {"_scaled_split_kernel": {"total_kv", "num_splits"}, "_bf16_split_kernel": {"total_kv", "num_splits"},
-              "_mla_combine_kernel": {"num_splits"}}
-    for node in tree.body:
+    split_kernel = {"total_kv", "num_splits", "q_bytes_split"}
+    wanted = {"_scaled_split_kernel": split_kernel, "_gluon_split_kernel": split_kernel,
+              "_bf16_split_kernel": {"total_kv", "num_splits"}, "_mla_combine_kernel": {"num_splits"}}
+    for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name in wanted:
             keywords = {k.arg: ast.literal_eval(k.value) for d in node.decorator_list if isinstance(d, ast.Call)
                         for k in d.keywords}
@@ -72,7 +74,7 @@ def test_the_combine_dims_follow_the_plans_batch_not_the_synthetic_one(fresh_pla
     real = sub._attention
 
     def spy(variant, num_splits, q, *rest, **kwargs):
-        seen.append((q.shape[0], rest[-1]))
+        seen.append((q.shape[0], rest[-2]))
         return real(variant, num_splits, q, *rest, **kwargs)
     monkeypatch.setattr(sub, "_attention", spy)
     monkeypatch.setitem(sub.MEASURED_DISPATCH, "cpu", {(5, 40): "bf16 t16 w4 s2 st1 combine"})
@@ -144,7 +146,7 @@ def test_the_self_check_launches_the_binary_the_call_launches(fresh_plans, monke
                     check = keys(captured)
                     captured.clear()
                     sub._attention(variant, launch.num_splits, q, packed, scales, indptr, indptr * kv_len, out,
-                                   plan.scratch, 1 / 24, plan.combine_dims)
+                                   plan.scratch, 1 / 24, plan.combine_dims, sub.Q_BYTES_TIMED)
                     assert check == keys(captured), (arch, batch, kv_len, variant.describe())
                     checked += 1
     assert checked > 100

@@ -181,6 +181,7 @@ class BuildsBadly:
 
     def __init__(self, real, convert, exc):
         self.real, self.convert, self.exc, self.__name__ = real, convert, exc, "_bf16_split_kernel"
+        self.arg_names = real.arg_names  # read by _TritonPlan._replayable
 
     def __getitem__(self, grid):
         def launch(*args, **constants):
@@ -322,7 +323,7 @@ def test_each_family_launches_its_own_split_kernel_then_the_combine(sub, monkeyp
     packed, scales = sub._mxfp4_operands(kv_data, q.device)
     out = torch.empty((2, sub.NUM_HEADS, sub.V_HEAD_DIM), dtype=torch.bfloat16, device=q.device)
     sub._attention(variant, 4, q, packed.view(torch.uint8), scales.view(torch.uint8), qo_indptr, kv_indptr, out,
-                   sub.make_scratch(2, 4, q.device, [variant]), config["sm_scale"], sub.V_HEAD_DIM)
+                   sub.make_scratch(2, 4, q.device, [variant]), config["sm_scale"], sub.V_HEAD_DIM, sub.Q_BYTES_TIMED)
     kernel, constants = launches[0]
     assert kernel is (sub._scaled_split_kernel if scores == sub.SCALED_SCORES else sub._bf16_split_kernel)
     own = {"EARLY_TILE": True} if scores == sub.SCALED_SCORES else {"PIN": 1}
@@ -441,6 +442,8 @@ def test_errors_are_sorted_by_kind(sub, monkeypatch, error, faulted, propagates)
     first = {}
 
     class FirstVariantFails:
+        arg_names = real_kernel.arg_names  # read by _TritonPlan._replayable
+
         def __getitem__(self, grid):
             def launch(*args, **constants):
                 key = tuple(sorted(constants.items()))

@@ -130,6 +130,26 @@ def test_the_self_check_input_takes_the_gluon_kernels_second_pass(sub, variants)
     assert sub.self_check(variant, 2, (q, packed, scales), data[4]["sm_scale"], 512) is None
 
 
+@pytest.mark.parametrize("q_bytes_split", ["checked", "timed"])
+def test_gluon_writes_the_q_bytes_on_checked_calls_only(sub, variants, q_bytes_split):
+    """The Gluon kernel's split 0 writes Q's e4m3 bytes, bit for bit quantize_q_reference's, on
+    a checked call (Q_BYTES_CHECKED: a self-check, a plan's first run); a timed call
+    (Q_BYTES_TIMED, as a plan's replays launch) leaves the scratch as it found it. Both right."""
+    variant = pick(variants, sub, "once", "combine", gluon=True)
+    data = ci_input(seed=13)
+    scratch = sub.make_scratch(data[0].shape[0], 2, data[0].device, [variant])
+    for written in (scratch.q8, scratch.qs):
+        written.view(torch.uint8).fill_(0x5A)
+    checked = q_bytes_split == "checked"
+    out = mla.run_variant(sub, variant, data, 2, sub.Q_BYTES_CHECKED if checked else sub.Q_BYTES_TIMED, scratch)
+    assert mla.wrong(sub, variant, data, out) is None
+    q8, qs, _ = sub.quantize_q_reference(data[0])
+    if checked:
+        assert torch.equal(scratch.q8.view(q8.shape), q8) and torch.equal(scratch.qs.view(qs.shape), qs)
+    else:
+        assert all(bool((written.view(torch.uint8) == 0x5A).all()) for written in (scratch.q8, scratch.qs))
+
+
 def test_the_kv_tensor_is_read_to_its_last_byte_only(sub, variants):
     """The Gluon kernel on a KV tensor with nothing after it in memory: every copy stays inside
     it (its rope copy once read the 32 bytes after the last row: the emulator's bounds, an

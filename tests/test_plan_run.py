@@ -163,3 +163,27 @@ def test_a_launch_reading_a_tensor_of_its_own_is_never_replayed(fresh_plans, mon
     again = (torch.randn_like(data[0].float()).to(torch.bfloat16), *data[1:])
     out = sub.custom_kernel(again)
     torch.testing.assert_close(out.float(), ref.exact_attention(again), atol=8e-3, rtol=2e-2)
+
+
+@pytest.mark.parametrize("path", ["replayed", "unrecorded"])
+def test_only_a_checked_call_writes_the_q_bytes(fresh_plans, monkeypatch, path):
+    """The SCALED family's split 0 writes Q's e4m3 bytes (check_output compares them) on a key's
+    checked first call only: a timed call, replayed or launched through _attention (a plan whose
+    launches could not be recorded), leaves the scratch's q8 / qs as it found them, and is right."""
+    sub = fresh_plans
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, "cpu", {(2, 40): "scaled t64 w4 s2 st1 combine"})
+    data = ref.generate_input(2, 1, 40, seed=96)
+    sub.custom_kernel(data)
+    plan = sub.STATE.plans[sub.input_key(*data)]
+    assert plan.variant.scores == sub.SCALED_SCORES and plan.launches
+    q8, qs, _ = sub.quantize_q_reference(data[0])
+    assert torch.equal(plan.scratch.q8.view(q8.shape), q8) and torch.equal(plan.scratch.qs.view(qs.shape), qs)
+    if path == "unrecorded":
+        plan.launches = None
+    for written in (plan.scratch.q8, plan.scratch.qs):
+        written.view(torch.uint8).fill_(0x5A)
+    again = (torch.randn_like(data[0].float()).to(torch.bfloat16), *data[1:])
+    out = sub.custom_kernel(again)
+    assert all(bool((written.view(torch.uint8) == 0x5A).all()) for written in (plan.scratch.q8, plan.scratch.qs))
+    expected = ref.exact_attention((sub.quantize_q_reference(again[0])[2], *again[1:]))
+    torch.testing.assert_close(out.float(), expected, atol=8e-3, rtol=2e-2)

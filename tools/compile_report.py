@@ -161,15 +161,16 @@ MFMA_CYCLES = {
 }
 MFMA_MACS_PER_CYCLE = 512
 # The split kernels' arguments (submission._launch_triton): the SCALED kernel reads the codes
-# also as int32 words and writes the quantized Q; the BF16 kernel neither.
+# also as int32 words and writes the quantized Q (split q_bytes_split); the BF16 kernel neither.
 _SPLIT_ARGUMENTS = {"q_ptr": "*bf16", "kv_ptr": "*u8", "kv_words_ptr": "*i32", "scale_ptr": "*u8",
                     "qo_indptr_ptr": "*i32", "kv_indptr_ptr": "*i32", "out_ptr": "*bf16", "part_acc_ptr": "*fp32",
                     "part_ml_ptr": "*fp32", "count_ptr": "*i32", "q8_ptr": "*u8", "qs_ptr": "*u8",
-                    "total_kv": "i32", "num_splits": "i32", "q_row_stride": "i32", "q_head_stride": "i32",
+                    "q_bytes_split": "i32", "total_kv": "i32", "num_splits": "i32", "q_row_stride": "i32", "q_head_stride": "i32",
                     "kv_row_stride": "i32", "scale_row_stride": "i32", "qk_scale_log2": "fp32",
                     "value_scale": "fp32"}
 SCALED_SIGNATURE = dict(_SPLIT_ARGUMENTS)
-BF16_SIGNATURE = {k: v for k, v in _SPLIT_ARGUMENTS.items() if k not in ("kv_words_ptr", "q8_ptr", "qs_ptr")}
+BF16_SIGNATURE = {k: v for k, v in _SPLIT_ARGUMENTS.items() if k not in ("kv_words_ptr", "q8_ptr", "qs_ptr",
+                                                                           "q_bytes_split")}
 # split kernel -> (the family it runs, its signature)
 SPLIT_KERNELS = {"_scaled_split_kernel": ("SCALED_SCORES", SCALED_SIGNATURE),
                  "_bf16_split_kernel": ("BF16_SCORES", BF16_SIGNATURE)}
@@ -656,9 +657,9 @@ def case_rows(target_name, variant_rows, gluon_rows=()):
 # split count.
 GLUON_SIGNATURE = {"q_ptr": "*bf16", "kv_ptr": "*u8", "scale_ptr": "*u8", "qo_indptr_ptr": "*i32",
                    "kv_indptr_ptr": "*i32", "out_ptr": "*bf16", "part_acc_ptr": "*fp32", "part_ml_ptr": "*fp32",
-                   "count_ptr": "*i32", "q8_ptr": "*u8", "qs_ptr": "*u8", "total_kv": "i32", "num_splits": "i32",
-                   "q_row_stride": "i32", "q_head_stride": "i32", "kv_row_stride": "i32", "scale_row_words": "i32",
-                   "qk_scale_log2": "fp32"}
+                   "count_ptr": "*i32", "q8_ptr": "*u8", "qs_ptr": "*u8", "q_bytes_split": "i32", "total_kv": "i32",
+                   "num_splits": "i32", "q_row_stride": "i32", "q_head_stride": "i32", "kv_row_stride": "i32",
+                   "scale_row_words": "i32", "qk_scale_log2": "fp32"}
 NON_BUFFER_MEMORY = ("global_", "flat_", "scratch_")
 
 

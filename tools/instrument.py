@@ -608,7 +608,8 @@ def launch_constants(module, variant, num_splits=2, batch=2):
     saved = module._unprobed_launch_kernel
     module._unprobed_launch_kernel = lambda kernel, grid, args, constants, what: captured.append((kernel, constants))
     try:
-        module._launch_triton(variant, num_splits, q, packed, scales, indptr, indptr, out, scratch, 1.0, 1.0)
+        module._launch_triton(variant, num_splits, q, packed, scales, indptr, indptr, out, scratch, 1.0, 1.0,
+                              module.Q_BYTES_TIMED)
     finally:
         module._unprobed_launch_kernel = saved
     (kernel, constants), = captured

@@ -79,15 +79,19 @@ def operands(sub, data):
     return q, packed.view(torch.uint8), scales.view(torch.uint8), qo_indptr, kv_indptr, config["sm_scale"]
 
 
-def run_variant(sub, variant, data, num_splits):
+def run_variant(sub, variant, data, num_splits, q_bytes_split=None, scratch=None):
     """One call of `variant` at `num_splits` on `data` through submission._attention (its
-    launches on the emulator) -> out (batch, 16, 512) bf16."""
+    launches on the emulator) -> out (batch, 16, 512) bf16. q_bytes_split: a timed call's
+    (sub.Q_BYTES_TIMED, as a plan's replays launch) unless given; scratch: made here unless
+    given (its q8 / qs then hold the Q bytes a checked call's split 0 wrote)."""
     q, packed, scales, qo_indptr, kv_indptr, sm_scale = operands(sub, data)
     batch = q.shape[0]
     out = torch.full((batch, sub.NUM_HEADS, sub.V_HEAD_DIM), float("nan"), dtype=torch.bfloat16)
-    scratch = sub.make_scratch(batch, num_splits, q.device, [variant])
+    if scratch is None:
+        scratch = sub.make_scratch(batch, num_splits, q.device, [variant])
     dims = sub.combine_dims(batch, dispatch.NUM_CUS)
-    sub._attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, sm_scale, dims)
+    sub._attention(variant, num_splits, q, packed, scales, qo_indptr, kv_indptr, out, scratch, sm_scale, dims,
+                   sub.Q_BYTES_TIMED if q_bytes_split is None else q_bytes_split)
     return out
 
 
