@@ -171,8 +171,8 @@ def test_only_a_checked_call_writes_the_q_bytes(fresh_plans, monkeypatch, path):
     checked first call only: a timed call, replayed or launched through _attention (a plan whose
     launches could not be recorded), leaves the scratch's q8 / qs as it found them, and is right."""
     sub = fresh_plans
-    monkeypatch.setitem(sub.MEASURED_DISPATCH, "cpu", {(2, 40): "scaled t64 w4 s2 st1 combine"})
     data = ref.generate_input(2, 1, 40, seed=96)
+    monkeypatch.setitem(sub.MEASURED_DISPATCH, sub._arch(data[0].device), {(2, 40): "scaled t64 w4 s2 st1 combine"})
     sub.custom_kernel(data)
     plan = sub.STATE.plans[sub.input_key(*data)]
     assert plan.variant.scores == sub.SCALED_SCORES and plan.launches

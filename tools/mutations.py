@@ -212,8 +212,8 @@ MUTATIONS = [
     mutation("scaled: the checks skip the Q quantization's bytes",
              "if not (torch.equal(written_q8, q8) and torch.equal(written_qs, qs)):", "if False:",
              ["tests/test_fallback.py", "-k", "scaled_q_quantization"]),
-    mutation("scaled: split 0 does not write its Q bytes", "    if split == 0:\n        heads =",
-             "    if split == -1:\n        heads =", KERNEL + ["every_variant and scaled-portable and 64"]),
+    mutation("scaled: split 0 does not write its Q bytes", "    if split == 0:  # q_bytes_split as a store mask",
+             "    if split == -1:  # q_bytes_split as a store mask", KERNEL + ["every_variant and scaled-portable and 64"]),
     # --- the split merge ---
     mutation("merge step: an invalid range no longer NaN (the combine kernel's and the FUSED merge's)",
              '    norm = tl.where(invalid > 0, float("nan"), norm)\n    return (acc_run',
