@@ -108,6 +108,57 @@ def test_each_family_and_merge_on_the_emulator(sub, variants, family, merge, glu
     assert mla.wrong(sub, variant, data, out) is None, variant.describe()
 
 
+# Issue 43's edges of the split and tile bounds, in 2 splits of 128-token tiles: 128 tokens end
+# the first split's tile exactly and leave the second split empty (lo == hi); 129 give it one row;
+# 256 end each split exactly at its tile; 257 give the second split its first tile's first row; 385
+# give it a second tile of one row (SCALED's EARLY_TILE runs a split's first tile masked, so its bound
+# of full tiles shows from the second tile on). A last single token gives the 385 a row past their end.
+EDGE_LENGTHS = [128, 129, 256, 257, 385, 1]
+
+
+def _edge_input(seed=14):
+    """EDGE_LENGTHS with loud rows at the edges. Q is +1 in dim 0 for even sequences, -1 for odd ones, 0
+    elsewhere; K's dim 0 is 0 but in two kinds of row: each sequence's first row scores +10.7 (in sm_scale
+    units times log2 e: e^10.7 the weight of an ordinary row) for the sequence BEFORE it and -10.7 for its
+    own, so a row read past a sequence's end swamps that answer; and each split's first row in its own
+    sequence scores +5.5 (about the weight of all the others), so a row both splits count, or neither,
+    moves the answer by about a third."""
+    import math
+    q, kv_data, qo_indptr, kv_indptr, config = mla.reference_input(EDGE_LENGTHS, seed)
+    total = sum(EDGE_LENGTHS)
+    generator = torch.Generator().manual_seed(seed)
+    kv = (torch.rand((total, 576), generator=generator) * 2 - 1).to(torch.bfloat16)
+    kv[:, 0] = 0
+    sign = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(len(EDGE_LENGTHS))])
+    per_unit = 1 / config["sm_scale"]  # K's dim 0 for a score of 1 (Q's dim 0 is +-1)
+    starts = [sum(EDGE_LENGTHS[:i]) for i in range(len(EDGE_LENGTHS))]
+    for i, (start, length) in enumerate(zip(starts, EDGE_LENGTHS)):
+        if i:
+            kv[start, 0] = sign[i - 1] * 10.7 * per_unit
+        if length > 128:  # the second split's first row (2 splits of whole 128-token tiles)
+            kv[start + 128 * math.ceil(math.ceil(length / 128) / 2), 0] = sign[i] * 5.5 * per_unit
+    packed, scales = ref.quantize_mxfp4(kv)
+    scales = ref.layout_mxfp4_scales(scales, "padded", 0xFF, generator)
+    kv_data = {**kv_data, "bf16": kv.reshape(total, 1, 576),
+               "mxfp4": (packed.view(ref.PACKED_DTYPE).reshape(total, 1, 288), scales.view(ref.SCALE_DTYPE))}
+    q = torch.zeros_like(q)
+    q[:, :, 0] = sign[:, None]
+    return q, kv_data, qo_indptr, kv_indptr, config
+
+
+@pytest.mark.parametrize("family,merge,gluon", [("scaled", "combine", False), ("once", "combine", True)],
+                         ids=["scaled-combine-t128-tail", "once-combine-gluon"])
+def test_rows_ending_at_a_tile_and_one_past(sub, variants, family, merge, gluon):
+    """Sequences ending exactly at a tile's end and one row past it, in 2 splits (EDGE_LENGTHS, loud rows at
+    the edges: _edge_input): both sides of each edge right, in the SCALED form with full tiles unmasked and a
+    masked tail, and in the Gluon kernel."""
+    variant = next(v for v in variants if sub.FAMILY_NAMES[v.scores] == family and sub.MERGE_NAMES[v.merge] == merge
+                   and v.gluon == gluon and v.block_n == 128 and (gluon or v.split_tail))
+    data = _edge_input()
+    out = mla.run_variant(sub, variant, data, 2)
+    assert mla.wrong(sub, variant, data, out) is None, variant.describe()
+
+
 @pytest.mark.parametrize("order", ["reverse", "shuffle:3"])
 def test_fused_merges_whatever_order_the_programs_run(sub, variants, order):
     """The last program to arrive merges: any order of the programs (and their XCDs) gives the answer."""

@@ -460,6 +460,17 @@ MUTATIONS = [
              "        buffer_wbl2 sc1\n        s_waitcnt vmcnt(0)\n    .Lmla_release_done",
              "        s_waitcnt vmcnt(0)\n    .Lmla_release_done",
              COMPILE + ["fused_build_orders_its_release_with_the_runners"]),
+    # --- issue 43: the split and tile bounds at their edges (EDGE_LENGTHS: a tile's end exactly, one row past)
+    mutation("edges: a split's full tiles rounded up (its last row's tile read unmasked, rows past its end in)",
+             "    full_end = lo + tl.maximum(hi - lo, 0) // BLOCK_N * BLOCK_N\n",
+             "    full_end = lo + (tl.maximum(hi - lo, 0) + BLOCK_N - 1) // BLOCK_N * BLOCK_N\n",
+             EMULATED + ["at_a_tile and scaled"]),
+    mutation("edges: a split's rows run one past its tiles (the next split's first row counted twice)",
+             "    hi = tl.minimum(lo + tiles_per_split * BLOCK_N, kv_end)\n",
+             "    hi = tl.minimum(lo + tiles_per_split * BLOCK_N + 1, kv_end)\n", EMULATED + ["at_a_tile"]),
+    mutation("edges: gluon scores the row at its split's end (tokens <= hi)",
+             "s = gl.where((tokens < hi)[None, :], s, float(\"-inf\"))",
+             "s = gl.where((tokens <= hi)[None, :], s, float(\"-inf\"))", EMULATED + ["at_a_tile and gluon"]),
     mutation("emulated gluon: the second pass's threshold 8x its edge (issue 43: tested just below and above it)",
              "ONCE_OVERFLOW_LOG2 = 16.0\n", "ONCE_OVERFLOW_LOG2 = 128.0\n", EMULATED + ["second_pass_at"]),
     # --- issue 29: the Gluon loop's LDS banks, its ring's order, the FUSED merge's fences ---
